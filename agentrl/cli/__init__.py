@@ -1,0 +1,1 @@
+"""The agentrl command line."""

@@ -1,0 +1,1 @@
+"""Run configuration: pydantic models, YAML loading and CLI overrides."""

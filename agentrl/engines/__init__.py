@@ -1,0 +1,1 @@
+"""Inference engines behind one async token-in/token-out protocol."""

@@ -1,0 +1,1 @@
+"""Multi-turn rollout orchestration and the durable partial-rollout buffer."""

@@ -1,0 +1,1 @@
+"""The policy trainer: update loop, weight sync, checkpoints, logging."""

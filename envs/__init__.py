@@ -1,0 +1,1 @@
+"""Concrete agentrl environments (join agentrl env API with sandboxes)."""

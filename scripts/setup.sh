@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Idempotent set-up of the Python side: a virtualenv at .venv with torch and agentrl[dev].
+# torch: the CPU wheel torch==2.13.0 when none is installed (a plain `torch` pulls a multi-GB CUDA build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating virtualenv .venv"
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  echo "[setup] installing torch==2.13.0 (CPU)"
+  .venv/bin/pip install -q "torch==2.13.0"
+fi
+stamp=.venv/.agentrl-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "[setup] installing agentrl[dev] (editable)"
+  .venv/bin/pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+  .venv/bin/python -c "import agentrl, envs, sandboxes" && touch "$stamp"
+fi
+echo "[setup] python environment ready: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
