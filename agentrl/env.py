@@ -7,13 +7,17 @@ are deterministic given (seed, options, actions) can be restored mid-episode by 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
+from pydantic import BaseModel
 
+from agentrl.errors import RolloutError
 from agentrl.spaces import MessageList, UnicodeText
 
 Message = dict[str, Any]
+StepResult = tuple[list[Message], SupportsFloat, bool, bool, dict[str, Any]]
 
 
 def system(content: str) -> Message:
@@ -24,6 +28,11 @@ def system(content: str) -> Message:
 def user(content: str) -> Message:
     """A user chat message."""
     return {"role": "user", "content": content}
+
+
+def assistant(content: str) -> Message:
+    """An assistant chat message."""
+    return {"role": "assistant", "content": content}
 
 
 def tool(content: str, name: str | None = None) -> Message:
@@ -39,8 +48,11 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
 
     * action: the assistant's text for one turn (``str``, any Unicode);
     * observation: the list of new chat messages (``{"role", "content"}`` dicts) the env adds;
+    * ``reset(seed=..., options={"task_id": ...})`` starts the task ``task_id`` when the env has
+      a task set (``task_ids()``); call ``super().reset(seed=seed)`` first to seed ``np_random``;
     * ``max_turns``: the rollout stops the episode (truncated) after this many assistant turns;
-    * ``tools``: plain typed Python functions the model may call (schemas derived from signatures);
+    * ``tools``: plain typed Python functions the model may call (see ``agentrl.tools``);
+    * ``config_model``: optional pydantic model of the constructor kwargs, checked before a run starts;
     * ``replayable``: True when (seed, options, recorded actions) reproduce the env state, which
       is how partial episodes are restored in a later job unless ``snapshot``/``restore`` exist.
     """
@@ -49,18 +61,29 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
     max_turns: ClassVar[int] = 8
     replayable: ClassVar[bool] = True
     tools: ClassVar[tuple[Any, ...]] = ()
+    config_model: ClassVar[type[BaseModel] | None] = None
 
     action_space = UnicodeText()
     observation_space = MessageList()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
-        """Start an episode; returns the opening messages and info."""
+        """Seed ``np_random``; subclasses call this first, then return the opening messages and info."""
         super().reset(seed=seed)
-        raise NotImplementedError(f"{type(self).__name__} must implement reset()")
+        return [], {}
 
-    def step(self, action: str) -> tuple[list[Message], SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> StepResult:
         """Apply the assistant's text; returns (new messages, reward, terminated, truncated, info)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+        raise NotImplementedError(f"{type(self).__name__} must implement step(action: str)")
+
+    def task_ids(self) -> list[str]:
+        """Ids of this env's tasks for the configured split; [] when tasks are seeds only."""
+        return []
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """JSON schemas (OpenAI/Qwen function format) of ``tools``, for the chat template."""
+        from agentrl.tools import as_tool  # lazy: agentrl.tools builds on this module's helpers
+
+        return [as_tool(fn).schema for fn in self.tools]
 
     def snapshot(self) -> Any:
         """A JSON-able snapshot of the env state, or None to rely on deterministic replay."""
@@ -69,3 +92,39 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
     def restore(self, snapshot: Any) -> None:
         """Restore a state produced by ``snapshot`` (only called when ``snapshot`` returned non-None)."""
         raise NotImplementedError(f"{type(self).__name__} returned a snapshot but does not implement restore()")
+
+
+def restore_env(
+    env: MultiTurnEnv,
+    *,
+    seed: int | None,
+    options: dict[str, Any] | None,
+    actions: Sequence[str] = (),
+    snapshot: Any = None,
+) -> list[Message]:
+    """Bring ``env`` to the state after ``actions``: ``restore(snapshot)`` if given, else replay.
+
+    Returns the messages the replay produced (opening messages then each step's messages), so a
+    caller can check them against the recorded chat. Raises ``RolloutError`` when the env can do
+    neither (``replayable = False`` and no snapshot): such episodes restart from their last turn.
+    """
+    base = env.unwrapped
+    messages, _ = env.reset(seed=seed, options=options)
+    if snapshot is not None:
+        base.restore(snapshot)  # type: ignore[attr-defined]
+        return list(messages)
+    if actions and not getattr(base, "replayable", False):
+        raise RolloutError(
+            f"environment {type(base).__name__} has replayable=False and no snapshot, so it cannot be "
+            f"restored after {len(actions)} turn(s); implement snapshot()/restore() or restart the episode"
+        )
+    history = list(messages)
+    for index, action in enumerate(actions):
+        new_messages, _, terminated, truncated, _ = env.step(action)
+        history.extend(new_messages)
+        if (terminated or truncated) and index < len(actions) - 1:
+            raise RolloutError(
+                f"replaying {type(base).__name__} ended after {index + 1} of {len(actions)} recorded turns: "
+                "the env is not deterministic given (seed, options, actions); set replayable = False or add snapshot()/restore()"
+            )
+    return history

@@ -1,1 +1,8 @@
-"""Concrete agentrl environments (join agentrl env API with sandboxes)."""
+"""Concrete agentrl environments (join agentrl env API with sandboxes); importing this registers them."""
+
+from agentrl.registry import register_env
+
+register_env("agentrl/GuessNumber-v0", entry_point="envs.guess_number:GuessNumber")
+register_env("agentrl/MagicWord-v0", entry_point="envs.magic_word:MagicWord")
+register_env("agentrl/CodeExec-v0", entry_point="envs.code_exec:CodeExecEnv")
+register_env("agentrl/ToolUse-v0", entry_point="envs.tool_use:ToolUseEnv")

@@ -1,1 +1,29 @@
 """Sandboxes for untrusted code: hardened Docker containers and a process fallback. Knows nothing of RL."""
+
+from sandboxes.base import Sandbox
+from sandboxes.config import DockerSandboxConfig, ProcessSandboxConfig, SandboxConfig
+from sandboxes.docker_backend import DockerSandbox
+from sandboxes.errors import (
+    ImageNotFoundError,
+    SandboxClosedError,
+    SandboxConfigError,
+    SandboxCrashedError,
+    SandboxError,
+    SandboxFileError,
+    SandboxInputError,
+    SandboxPoolError,
+    SandboxStartError,
+    SandboxUnavailableError,
+)
+from sandboxes.factory import make_sandbox
+from sandboxes.pool import SandboxPool
+from sandboxes.process_backend import ProcessSandbox
+from sandboxes.reaper import reap_stale_containers
+from sandboxes.result import ExecResult
+
+__all__ = [
+    "DockerSandbox", "DockerSandboxConfig", "ExecResult", "ImageNotFoundError", "ProcessSandbox",
+    "ProcessSandboxConfig", "Sandbox", "SandboxClosedError", "SandboxConfig", "SandboxConfigError",
+    "SandboxCrashedError", "SandboxError", "SandboxFileError", "SandboxInputError", "SandboxPool",
+    "SandboxPoolError", "SandboxStartError", "SandboxUnavailableError", "make_sandbox", "reap_stale_containers",
+]

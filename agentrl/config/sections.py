@@ -33,6 +33,8 @@ class EngineConfig(StrictModel):
     max_retries: int = Field(3, ge=0, description="SGLang backend: retries with backoff on connection errors and 5xx.")
     weights_dir: str | None = Field(None, description="SGLang backend: directory both trainer and servers can read, where synced weights are written (default: <run_dir>/weights).")
     seed: int = Field(0, description="Seed of the embedded engine's sampler.")
+    max_prefill_tokens: int = Field(8192, ge=16, description="Embedded engine: most (padded) prompt tokens prefilled in one forward pass when requests join the batch.")
+    allow_truncated_sampling: bool = Field(False, description="SGLang backend: allow top_p < 1 / top_k > 0 requests, whose returned logprobs are not the behaviour logprobs (fine for eval, biased for training).")
 
 
 class EnvConfig(StrictModel):

@@ -1,0 +1,56 @@
+"""The ``agentrl`` command: an argparse frame whose subcommands live one per module in ``agentrl.cli``.
+
+Each subcommand module exposes ``register(subparsers)`` and sets ``func`` via ``set_defaults``;
+modules not written yet are skipped, so ``agentrl --help`` always works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from agentrl import __version__
+from agentrl.errors import AgentRLError
+
+SUBCOMMAND_MODULES = ["envs_cmd", "make_model", "serve", "rollout", "inspect", "train", "eval"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every available subcommand registered."""
+    parser = argparse.ArgumentParser(prog="agentrl", description="Multi-turn agentic RL for LLMs.")
+    parser.add_argument("--version", action="version", version=f"agentrl {__version__}")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"agentrl.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"agentrl.cli.{name}":
+                raise  # the module exists but one of its imports is missing: a real error
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; AgentRLErrors print as one clean message (exit code 2) instead of a traceback."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 1
+    try:
+        result = func(args)
+    except AgentRLError as exc:
+        print(f"agentrl: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("agentrl: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""``agentrl rollout CONFIG --out FILE.jsonl [--resume RUN_DIR]``: collect trajectories without training.
+
+Each step's complete groups (and dropped groups) are appended to the JSONL file, fsynced, and only
+then committed in the buffer; on ``--resume`` groups already in the file are not written again,
+so a job killed at any moment still yields every task exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agentrl.errors import AgentRLError, ConfigError
+
+BUFFER_FILE = "rollout_buffer.sqlite"
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``rollout`` subcommand."""
+    parser = subparsers.add_parser("rollout", help="Collect trajectories (no training) into a JSONL file.", description=__doc__)
+    add_arguments(parser)
+    parser.set_defaults(func=run_command)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The rollout command's arguments (shared with ``python -m agentrl.cli.rollout``)."""
+    parser.add_argument("config", help="Run config YAML (model, engine, env, rollout sections).")
+    parser.add_argument("overrides", nargs="*", help="Dotted overrides, e.g. rollout.group_size=2.")
+    parser.add_argument("--out", required=True, help="JSONL file the episodes are appended to (one Episode per line).")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR from its rollout buffer.")
+    parser.add_argument("--steps", type=int, default=None, help="Stop after this many steps (default: until the dataset is used up).")
+    parser.add_argument("--epochs", type=int, default=1, help="Passes over the env's task set (default 1).")
+    parser.add_argument("--num-tasks", type=int, default=None, help="Tasks to use (required for envs without task ids).")
+
+
+def _run_dir(cfg: Any, config_path: str, resume: str | None) -> Path:
+    if resume is not None:
+        run_dir = Path(resume)
+        if not (run_dir / BUFFER_FILE).is_file():
+            raise ConfigError(f"--resume {resume!r}: no {BUFFER_FILE} in that directory; pass the RUN_DIR a previous `agentrl rollout` printed")
+        return run_dir
+    name = cfg.logging.run_name or f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(cfg.logging.run_root) / name
+    if (run_dir / BUFFER_FILE).exists():
+        raise ConfigError(f"run directory {str(run_dir)!r} already holds a rollout buffer; pass --resume {run_dir} to continue it or choose another logging.run_name")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def _written_groups(out: Path) -> set[str]:
+    """Group ids already in ``out``; a torn last line (killed mid-write) is cut off first."""
+    if not out.exists():
+        return set()
+    data = out.read_bytes()
+    keep = data[: data.rfind(b"\n") + 1]
+    if len(keep) != len(data):
+        with out.open("r+b") as handle:
+            handle.truncate(len(keep))
+    return {json.loads(line)["group_id"] for line in keep.decode("utf-8").splitlines() if line.strip()}
+
+
+def _make_engine(cfg: Any) -> Any:
+    try:
+        from agentrl.engines.factory import make_engine
+    except ImportError:  # the factory is optional in minimal installs: the embedded engine needs none
+        from agentrl.engines.embedded import EmbeddedEngine
+
+        return EmbeddedEngine.from_pretrained(cfg.model.path, config=cfg.engine)
+    return make_engine(cfg.engine, cfg.model)
+
+
+async def collect(args: argparse.Namespace) -> Path:
+    """Run the rollout job; returns the run directory."""
+    from transformers import AutoTokenizer
+
+    from agentrl.config.loader import load_config
+    from agentrl.registry import make_env_factory
+    from agentrl.rollout.buffer import RolloutBuffer
+    from agentrl.rollout.dataset import TaskDataset
+    from agentrl.rollout.orchestrator import RolloutOrchestrator
+
+    cfg = load_config(args.config, args.overrides)
+    run_dir = _run_dir(cfg, args.config, args.resume)
+    print(f"[rollout] run directory: {run_dir}", flush=True)
+    (run_dir / "rollout_config.json").write_text(cfg.model_dump_json(indent=2))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written = _written_groups(out)
+    env_factory = make_env_factory(cfg.env)
+    dataset = TaskDataset.from_env(env_factory(), seed=cfg.rollout.seed, epochs=args.epochs, num_tasks=args.num_tasks)
+    if dataset.total is None:
+        raise ConfigError(f"env {cfg.env.id!r} has no task ids; pass --num-tasks N to collect N tasks")
+    engine = _make_engine(cfg)
+    buffer = RolloutBuffer(run_dir / BUFFER_FILE)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
+    orchestrator = RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
+    try:
+        await _loop(orchestrator, buffer, out, written, args.steps)
+    finally:
+        await orchestrator.close()
+        await engine.close()
+        buffer.close()
+    return run_dir
+
+
+async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], max_steps: int | None) -> None:
+    step = (buffer.last_step() or 0) + 1
+    done_steps = 0
+    while max_steps is None or done_steps < max_steps:
+        batch = await orchestrator.collect_step(step)
+        lines = [e.model_dump_json() for group in batch.groups + batch.dropped for e in group if e.group_id not in written]
+        with out.open("a", encoding="utf-8") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+        written.update(group[0].group_id for group in batch.groups + batch.dropped if group)
+        orchestrator.commit_step(step)
+        m = batch.metrics
+        print(
+            f"[rollout] step {step}: {len(batch.groups)} groups, {len(batch.dropped)} dropped, "
+            f"{int(m.get('rollout/episodes_aborted', 0))} partial, {int(m.get('rollout/episodes_resumed', 0))} resumed, "
+            f"{m.get('rollout/tokens_per_s', 0.0):.0f} tok/s",
+            flush=True,
+        )
+        step += 1
+        done_steps += 1
+        if batch.exhausted:
+            return
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Entry point of the subcommand: 0 on success, 1 with a one-line error."""
+    try:
+        run_dir = asyncio.run(collect(args))
+    except AgentRLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"[rollout] done: episodes in {args.out}, buffer in {run_dir / BUFFER_FILE}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agentrl.cli.rollout`` (same arguments as ``agentrl rollout``)."""
+    parser = argparse.ArgumentParser(prog="agentrl rollout", description=__doc__)
+    add_arguments(parser)
+    return run_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""Load a ``RunConfig`` from YAML plus dotted CLI overrides (``trainer.lr=1e-6``), reporting every problem at once.
+
+Override values are parsed as YAML (``true``, ``3``, ``[a, b]``); floats such as ``1e-6`` parse as
+numbers (PyYAML's YAML 1.1 resolver would leave them strings). Env ids and env kwargs are resolved
+here too, so a config is fully checked before any model loads or container starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from agentrl.config.problems import Problem, problems_from_errors, raise_problems
+from agentrl.config.run import CrossFieldError, RunConfig
+from agentrl.config.sections import EnvConfig
+from agentrl.errors import ConfigError
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads ``1e-6`` as a float (YAML 1.2 style)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*\.?\d*|\.\d+)[eE][-+]?\d+$"),
+    list("-+0123456789."),
+)
+
+
+def parse_yaml(text: str, source: str = "<string>") -> Any:
+    """Parse YAML text; ConfigError with the line and column on a syntax error."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        raise ConfigError(f"{source} is not valid YAML{at}: {getattr(exc, 'problem', exc)}; fix the syntax") from exc
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping from ``path`` (ConfigError when missing, unreadable or not a mapping)."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file {str(file)!r} does not exist; pass a YAML file such as configs/tiny_debug.yaml")
+    data = parse_yaml(file.read_text(encoding="utf-8"), source=str(file))
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(file)!r} must hold a mapping of sections (model:, env:, ...), got a {type(data).__name__}")
+    return data
+
+
+def apply_override(data: dict[str, Any], override: str) -> Problem | None:
+    """Apply one ``dotted.key=value`` override to ``data`` in place; returns a Problem instead of raising."""
+    key, sep, raw = override.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        return Problem(override, "override is not of the form dotted.key=value", "write e.g. trainer.lr=1e-6")
+    try:
+        value = parse_yaml(raw, source=f"override {override!r}")
+    except ConfigError as exc:
+        return Problem(key, str(exc), "quote the value, e.g. key='text: with colon'")
+    node = data
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            prefix = ".".join(parts[: depth + 1])
+            return Problem(key, f"{prefix} is {child!r}, not a section, so it has no key {parts[depth + 1]!r}", f"override {prefix}=... instead")
+        node = child
+    node[parts[-1]] = value
+    return None
+
+
+def _validation_problems(exc: ValidationError) -> list[Problem]:
+    problems: list[Problem] = []
+    field_errors = []
+    for error in exc.errors():
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, CrossFieldError):
+            problems.extend(cause.problems)
+        else:
+            field_errors.append(error)
+    return problems_from_errors(field_errors, RunConfig) + problems
+
+
+def build_config(data: dict[str, Any], *, check_env: bool = True, source: str = "config", problems: Sequence[Problem] = ()) -> RunConfig:
+    """Validate a config mapping; one ConfigError lists every problem (earlier ``problems``, env id and kwargs included)."""
+    found = list(problems)
+    config: RunConfig | None = None
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        found.extend(_validation_problems(exc))
+    env_data = data.get("env")
+    if check_env and isinstance(env_data, dict) and not any(p.key == "env" or p.key.startswith("env.") for p in found):
+        from agentrl.registry import env_config_problems  # lazy: the registry imports the config sections
+
+        found.extend(env_config_problems(EnvConfig.model_validate(env_data)))
+    raise_problems(found, source=source)
+    if config is None:  # unreachable: a failed validation always yields problems
+        raise ConfigError(f"{source} is invalid")
+    return config
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = (), *, check_env: bool = True) -> RunConfig:
+    """Load ``path`` (or start empty when None), apply dotted overrides, validate everything at once."""
+    data = load_yaml(path) if path is not None else {}
+    problems = [p for p in (apply_override(data, o) for o in overrides) if p is not None]
+    source = f"config {str(path)!r}" if path is not None else "config"
+    return build_config(data, check_env=check_env, source=source, problems=problems)

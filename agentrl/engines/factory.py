@@ -1,0 +1,31 @@
+"""Build the configured inference engine: ``engine.kind`` picks the backend, one line each."""
+
+from __future__ import annotations
+
+from agentrl.config.sections import EngineConfig, ModelConfig
+from agentrl.engines.base import InferenceEngine
+
+
+def resolve_device_dtype(model_cfg: ModelConfig) -> tuple[str, "torch.dtype"]:  # noqa: F821
+    """ModelConfig's auto device/dtype -> concrete ones (cuda + bfloat16 when available, else cpu + float32)."""
+    import torch
+
+    device = model_cfg.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype_name = model_cfg.dtype
+    if dtype_name == "auto":
+        dtype_name = "bfloat16" if device == "cuda" else "float32"
+    return device, getattr(torch, dtype_name)
+
+
+def make_engine(engine_cfg: EngineConfig, model_cfg: ModelConfig) -> InferenceEngine:
+    """The engine a run samples from: the in-process EmbeddedEngine or SGLang servers over HTTP."""
+    if engine_cfg.kind == "sglang":
+        from agentrl.engines.sglang_http import SGLangEngine
+
+        return SGLangEngine(engine_cfg)
+    from agentrl.engines.embedded import EmbeddedEngine
+
+    device, dtype = resolve_device_dtype(model_cfg)
+    return EmbeddedEngine.from_pretrained(model_cfg.path, config=engine_cfg, device=device, dtype=dtype)

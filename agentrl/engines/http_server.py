@@ -1,0 +1,195 @@
+"""``agentrl serve``: the embedded engine behind SGLang's native HTTP API subset (aiohttp).
+
+Same routes and JSON shapes as SGLang 0.5.x (shared/SGLANG.md §1), so ``SGLangEngine`` is tested end to
+end against a real server: /generate (single and batched), /abort_request (rid prefix, abort_all),
+/update_weights_from_disk, /flush_cache, /health, /health_generate, /model_info, /server_info.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+import agentrl
+from agentrl.engines.base import GenerateResult, new_request_id
+from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.engines.sglang_wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
+from agentrl.errors import EngineError
+
+ENGINE_KEY = web.AppKey("engine", EmbeddedEngine)
+
+
+def create_app(engine: EmbeddedEngine) -> web.Application:
+    """An aiohttp application serving ``engine``; the caller owns the engine's lifetime."""
+    app = web.Application(client_max_size=64 * 1024**2)
+    app[ENGINE_KEY] = engine
+    app.add_routes([
+        web.post("/generate", _generate),
+        web.put("/generate", _generate),
+        web.post("/abort_request", _abort),
+        web.post("/update_weights_from_disk", _update_from_disk),
+        web.route("*", "/flush_cache", _flush_cache),
+        web.get("/health", _health),
+        web.get("/health_generate", _health),
+        web.get("/model_info", _model_info),
+        web.get("/get_model_info", _model_info),
+        web.get("/server_info", _server_info),
+        web.get("/get_server_info", _server_info),
+    ])
+    return app
+
+
+def _error(message: str, status: int = 400) -> web.Response:
+    return web.json_response({"error": {"message": message}}, status=status)
+
+
+async def _read_json(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise EngineError(f"request body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise EngineError("request body must be a JSON object")
+    return body
+
+
+def _as_batch(body: dict[str, Any], engine: EmbeddedEngine) -> tuple[bool, list[list[int]]]:
+    """(is_batch, prompts) from ``input_ids`` (or ``text``, tokenized here)."""
+    if body.get("input_ids") is not None:
+        ids = body["input_ids"]
+    elif body.get("text") is not None:
+        texts = body["text"]
+        encode = lambda t: engine.tokenizer.encode(t, add_special_tokens=False)  # noqa: E731
+        ids = [encode(t) for t in texts] if isinstance(texts, list) else encode(texts)
+    else:
+        raise EngineError("give input_ids (or text) in the /generate body")
+    if not isinstance(ids, list):
+        raise EngineError(f"input_ids must be a list of ints or a list of lists, got {type(ids).__name__}")
+    if ids and all(isinstance(x, list) for x in ids):
+        return True, ids
+    if all(isinstance(x, int) for x in ids):
+        return False, [ids]
+    raise EngineError("input_ids must be a list of ints or a list of lists of ints")
+
+
+def _per_item(value: Any, n: int, name: str, batch: bool) -> list[Any]:
+    if batch and isinstance(value, list):
+        if len(value) != n:
+            raise EngineError(f"{name} has {len(value)} entries for a batch of {n}")
+        return value
+    return [value] * n
+
+
+async def _generate(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE_KEY]
+    started = time.monotonic()
+    try:
+        body = await _read_json(request)
+        if body.get("stream"):
+            raise EngineError("stream=true is not supported by agentrl serve; send a non-streaming request")
+        batch, prompts = _as_batch(body, engine)
+        params = [sampling_from_json(p) for p in _per_item(body.get("sampling_params"), len(prompts), "sampling_params", batch)]
+        rids = body.get("rid")
+        rids = _per_item(rids, len(prompts), "rid", batch) if rids is not None else [new_request_id() for _ in prompts]
+        if batch and len(set(rids)) != len(rids):
+            raise EngineError("rid values must be unique within a batch")
+        results = await asyncio.gather(*(engine.generate(p, s, r) for p, s, r in zip(prompts, params, rids)))
+    except EngineError as exc:
+        return _error(str(exc))
+    latency = time.monotonic() - started
+    want_logprob = bool(body.get("return_logprob"))
+    replies = [reply_json(r, return_logprob=want_logprob, text=_text(engine, r), latency_s=latency) for r in results]
+    return web.json_response(replies if batch else replies[0])
+
+
+def _text(engine: EmbeddedEngine, result: GenerateResult) -> str:
+    return engine.tokenizer.decode(result.output_ids, skip_special_tokens=True) if result.output_ids else ""
+
+
+async def _abort(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE_KEY]
+    try:
+        body = await _read_json(request)
+    except EngineError as exc:
+        return _error(str(exc))
+    if body.get("abort_all"):
+        await engine.abort(None)
+    elif body.get("rid"):
+        prefix = str(body["rid"])  # SGLang matches rids by prefix
+        await engine.abort([rid for rid in engine.active_request_ids() if rid.startswith(prefix)])
+    return web.Response(status=200)
+
+
+async def _update_from_disk(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE_KEY]
+    try:
+        body = await _read_json(request)
+        path = body.get("model_path")
+        if not path:
+            raise EngineError("model_path is required")
+        wire = body.get("weight_version")
+        version = version_from_wire(wire) if wire is not None else engine.weight_version + 1
+        if body.get("abort_all_requests"):
+            await engine.abort(None)
+        await engine.update_weights(str(path), version)
+    except EngineError as exc:
+        return web.json_response({"success": False, "message": str(exc), "num_paused_requests": 0}, status=400)
+    return web.json_response({"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
+
+
+async def _flush_cache(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE_KEY]
+    if engine.active_request_ids():
+        return web.Response(status=400, text="Cache not flushed: requests are running.")
+    return web.Response(status=200, text="Cache flushed.\n")
+
+
+async def _health(request: web.Request) -> web.Response:
+    ok = await request.app[ENGINE_KEY].health()
+    return web.Response(status=200 if ok else 503)
+
+
+async def _model_info(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE_KEY]
+    return web.json_response({
+        "model_path": engine.model_path,
+        "tokenizer_path": engine.model_path,
+        "served_model_name": engine.model_path,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": version_to_wire(engine.weight_version),
+        "load_format": "auto",
+    })
+
+
+async def _server_info(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE_KEY]
+    return web.json_response({
+        "version": f"agentrl-{getattr(agentrl, '__version__', '0')}",
+        "engine": "agentrl-embedded",
+        "model_path": engine.model_path,
+        "context_length": engine.max_seq_len,
+        "max_running_requests": engine.config.max_batch_size,
+        "logprob_semantics": engine.semantics.value,
+        "return_original_logprob": False,
+        "weight_version": version_to_wire(engine.weight_version),
+        "internal_states": [engine.load()],
+    })
+
+
+async def serve(engine: EmbeddedEngine, host: str, port: int) -> None:
+    """Serve until cancelled (Ctrl-C); closes the engine on the way out."""
+    runner = web.AppRunner(create_app(engine), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    print(f"agentrl serve: {engine.model_path} on http://{host}:{port}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+        await engine.close()

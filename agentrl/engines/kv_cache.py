@@ -1,0 +1,158 @@
+"""A slot KV cache for continuous batching over Hugging Face decoder models.
+
+Rows are request slots kept compact in ``[0, num_rows)``. Every row is right-aligned to one shared
+write column ``end``: row r holds its ``lengths[r]`` cached tokens in columns ``[end - lengths[r], end)``.
+A forward pass writes its new keys/values at ``[write, write + n)`` and attends over ``[lo, write + n)``
+under an explicit 4D additive mask, so rows of different lengths share one forward pass.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from agentrl.errors import EngineError
+
+
+class SlotKVCache:
+    """Per-layer key/value buffers ``[rows_cap, kv_heads, cols_cap, head_dim]`` that grow on demand.
+
+    It duck-types the part of ``transformers.Cache`` a decoder layer calls (``update``,
+    ``get_seq_length``); the engine sets the window of the next forward with ``begin_prefill`` or
+    ``begin_decode`` and commits it with ``end_decode`` (prefill needs no commit).
+    """
+
+    is_compileable = False
+
+    def __init__(self, num_layers: int, *, max_cols: int) -> None:
+        self.num_layers = num_layers
+        self.max_cols = max_cols
+        self.keys: list[torch.Tensor | None] = [None] * num_layers
+        self.values: list[torch.Tensor | None] = [None] * num_layers
+        self.rows_cap = 0
+        self.cols_cap = 0
+        self.end = 0
+        self.lengths: list[int] = []
+        self._rows = (0, 0)
+        self._lo = 0
+        self._write = 0
+
+    @property
+    def num_rows(self) -> int:
+        """Live request rows."""
+        return len(self.lengths)
+
+    # --- the transformers Cache surface a decoder layer uses -------------------------------------
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: object, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store this forward's keys/values at the write window; return the attended window."""
+        if self.keys[layer_idx] is None:
+            self._allocate_layer(layer_idx, key_states, value_states)
+        r0, r1 = self._rows
+        w, n = self._write, key_states.shape[2]
+        k_buf, v_buf = self.keys[layer_idx], self.values[layer_idx]
+        k_buf[r0:r1, :, w : w + n] = key_states
+        v_buf[r0:r1, :, w : w + n] = value_states
+        return k_buf[r0:r1, :, self._lo : w + n], v_buf[r0:r1, :, self._lo : w + n]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        """Columns before the write position inside the current window."""
+        return self._write - self._lo
+
+    # --- windows ---------------------------------------------------------------------------------
+    def begin_prefill(self, prompt_lengths: list[int]) -> tuple[int, int]:
+        """Append rows for new prompts (left-padded to the longest); returns (first_row, padded_len)."""
+        padded = max(prompt_lengths)
+        first = self.num_rows
+        self._ensure(first + len(prompt_lengths), padded, 0)
+        self.lengths.extend(prompt_lengths)
+        self._rows = (first, first + len(prompt_lengths))
+        self._lo = self._write = self.end - padded
+        return first, padded
+
+    def begin_decode(self) -> int:
+        """Open a one-token window over all rows; returns ``lo``, the window's first column."""
+        self._ensure(self.num_rows, max(self.lengths), 1)
+        self._rows = (0, self.num_rows)
+        self._lo = self.end - max(self.lengths)
+        self._write = self.end
+        return self._lo
+
+    def end_decode(self) -> None:
+        """Commit the decode step: every row gained one cached token."""
+        self.end += 1
+        self.lengths = [n + 1 for n in self.lengths]
+
+    def remove_row(self, row: int) -> None:
+        """Drop ``row``; the last row moves into its slot (callers mirror this move)."""
+        last = self.num_rows - 1
+        if row != last:
+            lo = self.end - self.lengths[last]
+            for buf in (*self.keys, *self.values):
+                if buf is not None:
+                    buf[row, :, lo : self.end] = buf[last, :, lo : self.end]
+            self.lengths[row] = self.lengths[last]
+        self.lengths.pop()
+        if not self.lengths:
+            self.end = 0
+
+    def clear(self) -> None:
+        """Drop every row (buffers are kept for reuse)."""
+        self.lengths = []
+        self.end = 0
+
+    # --- masks and positions ---------------------------------------------------------------------
+    def decode_mask(self, lo: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """Additive mask ``[rows, 1, 1, end + 1 - lo]``: 0 on each row's cached tokens and the new one."""
+        cols = torch.arange(lo, self.end + 1, device=device)
+        starts = self.end - torch.tensor(self.lengths, device=device)
+        valid = cols[None, :] >= starts[:, None]
+        return _additive(valid, dtype)[:, None, None, :]
+
+    def prefill_mask(self, prompt_lengths: list[int], padded: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """Additive causal mask ``[k, 1, padded, padded]`` that hides each prompt's left padding."""
+        idx = torch.arange(padded, device=device)
+        causal = idx[None, :] <= idx[:, None]
+        pads = padded - torch.tensor(prompt_lengths, device=device)
+        key_ok = idx[None, :] >= pads[:, None]
+        # padding queries see only themselves, so no softmax row is empty (an empty row gives NaN)
+        valid = (causal[None] & key_ok[:, None, :]) | torch.eye(padded, dtype=torch.bool, device=device)[None]
+        return _additive(valid, dtype)[:, None]
+
+    # --- storage ---------------------------------------------------------------------------------
+    def _allocate_layer(self, layer_idx: int, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        kv_heads, k_dim, v_dim = key_states.shape[1], key_states.shape[3], value_states.shape[3]
+        self.keys[layer_idx] = key_states.new_zeros(self.rows_cap, kv_heads, self.cols_cap, k_dim)
+        self.values[layer_idx] = value_states.new_zeros(self.rows_cap, kv_heads, self.cols_cap, v_dim)
+
+    def _ensure(self, rows: int, window: int, extra: int) -> None:
+        """Make room for ``rows`` rows, ``window`` columns before ``end`` and ``extra`` after it."""
+        if window + extra > self.max_cols:
+            raise EngineError(f"KV window of {window + extra} tokens exceeds max_seq_len={self.max_cols}; raise engine.max_seq_len")
+        live_lo = self.end - max(self.lengths, default=0)
+        needs_cols = self.end < window or self.end + extra > self.cols_cap
+        if rows <= self.rows_cap and not needs_cols:
+            return
+        live = self.end - live_lo
+        start = max(window, live)  # new ``end``: enough room on the left for the window
+        # keep half the columns free after a relayout, so relayouts stay rare (amortised O(1) per token)
+        cols = self.cols_cap if 2 * (start + extra) <= self.cols_cap else max(2 * (start + extra), 64)
+        rows_cap = self.rows_cap if rows <= self.rows_cap else max(2 * self.rows_cap, rows, 4)
+        self._relayout(rows_cap, cols, live_lo, start)
+
+    def _relayout(self, rows_cap: int, cols_cap: int, live_lo: int, new_end: int) -> None:
+        """Copy live columns ``[live_lo, end)`` to end at ``new_end`` in fresh buffers."""
+        n, live = self.num_rows, self.end - live_lo
+        for bufs in (self.keys, self.values):
+            for i, old in enumerate(bufs):
+                if old is None:
+                    continue
+                new = old.new_zeros(rows_cap, old.shape[1], cols_cap, old.shape[3])
+                if n and live:
+                    new[:n, :, new_end - live : new_end] = old[:n, :, live_lo : self.end]
+                bufs[i] = new
+        self.rows_cap, self.cols_cap, self.end = rows_cap, cols_cap, new_end
+
+
+def _additive(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """0 where ``valid``, the dtype's most negative finite value elsewhere (finite: no NaN)."""
+    zero = torch.zeros((), dtype=dtype, device=valid.device)
+    return torch.where(valid, zero, torch.finfo(dtype).min)

@@ -1,0 +1,293 @@
+"""The embedded engine's continuous-batching loop, run by one background thread that owns the model.
+
+Each iteration: reap aborted requests, apply a pending weight update once no request runs on the old
+weights, admit waiting requests (one batched prefill), then one batched decode step for every running
+request. Callers on any asyncio loop get their result through ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
+from agentrl.engines.runner import ModelRunner
+from agentrl.engines.sampling import RowSampling, sample_tokens
+from agentrl.engines.weights import copy_state_dict
+from agentrl.errors import EngineError
+
+QUEUED_ABORT_MESSAGE = "Abort in waiting queue"  # SGLang 0.5.x's reply text for a queued abort
+RUNNING_ABORT_MESSAGE = "Abort request"
+
+
+@dataclass(eq=False)  # identity semantics: requests are looked up in queues
+class Request:
+    """One generation in the engine: its inputs, where to deliver it, and what it has produced."""
+
+    rid: str
+    input_ids: list[int]
+    sampling: SamplingParams
+    max_new: int
+    stop_ids: frozenset[int]
+    future: asyncio.Future[GenerateResult]
+    loop: asyncio.AbstractEventLoop
+    generator: torch.Generator | None = None
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    aborted: bool = False
+
+
+@dataclass
+class _WeightUpdate:
+    state_dict: dict[str, torch.Tensor]
+    version: int
+    done: Future[None]
+
+
+class Scheduler:
+    """Owns the ModelRunner; every public method is safe to call from any thread."""
+
+    def __init__(self, runner: ModelRunner, tokenizer: object, *, max_batch: int, max_prefill_tokens: int, seed: int, weight_update: Literal["finish_old", "abort"]) -> None:
+        self.runner = runner
+        self.tokenizer = tokenizer
+        self.max_batch = max_batch
+        self.max_prefill_tokens = max_prefill_tokens
+        self.weight_update = weight_update
+        self.version = 0
+        self.steps = 0
+        self._gen = torch.Generator(device=runner.device).manual_seed(seed)
+        self._cond = threading.Condition()
+        self._waiting: collections.deque[Request] = collections.deque()
+        self._running: list[Request] = []  # row i of the KV cache <-> _running[i]
+        self._by_id: dict[str, Request] = {}
+        self._update: _WeightUpdate | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="agentrl-engine", daemon=True)
+        self._thread.start()
+
+    # --- called from any thread ------------------------------------------------------------------
+    def submit(self, req: Request) -> None:
+        """Queue a request (its rid must not be in flight)."""
+        with self._cond:
+            if self._closed:
+                raise EngineError("the embedded engine is closed; create a new engine")
+            if req.rid in self._by_id:
+                raise EngineError(f"request id {req.rid!r} is already in flight; use agentrl.engines.base.new_request_id()")
+            self._by_id[req.rid] = req
+            self._waiting.append(req)
+            self._cond.notify()
+
+    def abort(self, rids: list[str] | None) -> None:
+        """Abort queued requests now; running ones return their partial output after this step."""
+        with self._cond:
+            targets = list(self._by_id.values()) if rids is None else [self._by_id[r] for r in rids if r in self._by_id]
+            for req in targets:
+                req.aborted = True
+                if req in self._waiting:
+                    self._waiting.remove(req)
+                    self._finish_locked(req, "abort", message=QUEUED_ABORT_MESSAGE)
+            self._cond.notify()
+
+    def active_ids(self) -> list[str]:
+        """Request ids queued or running."""
+        with self._cond:
+            return list(self._by_id)
+
+    def request_update(self, state_dict: dict[str, torch.Tensor], version: int) -> Future[None]:
+        """Swap in new weights between forward passes; the future resolves once they are live."""
+        done: Future[None] = Future()
+        with self._cond:
+            if self._update is not None:
+                raise EngineError("a weight update is already pending; await it before sending another")
+            self._update = _WeightUpdate(state_dict, version, done)
+            if self.weight_update == "abort":
+                for req in self._running:
+                    req.aborted = True
+            self._cond.notify()
+        return done
+
+    def close(self) -> None:
+        """Stop the loop; requests still in flight return as aborted."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout=30)
+
+    def load(self) -> tuple[int, int]:
+        """(running, waiting) request counts."""
+        with self._cond:
+            return len(self._running), len(self._waiting)
+
+    # --- the loop (scheduler thread only) ----------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._closed or self._running or self._update or self._waiting):
+                    self._cond.wait()
+                if self._closed:
+                    break
+                admit = [] if self._update else self._pop_admissible()
+            self._reap_aborted()
+            if self._update is not None and not self._running:
+                self._apply_update()
+            try:
+                if admit:
+                    self._prefill(admit)
+                if self._running:
+                    self._decode()
+            except Exception as exc:  # a failed forward (OOM, bad weights): fail the batch, keep serving
+                self._fail_all(admit, exc)
+        self._shutdown()
+
+    def _pop_admissible(self) -> list[Request]:
+        slots = self.max_batch - len(self._running)
+        admit: list[Request] = []
+        longest = 0
+        while self._waiting and len(admit) < slots:
+            longest = max(longest, len(self._waiting[0].input_ids))
+            if admit and longest * (len(admit) + 1) > self.max_prefill_tokens:
+                break
+            admit.append(self._waiting.popleft())
+        return admit
+
+    def _reap_aborted(self) -> None:
+        for row in reversed(range(len(self._running))):
+            if self._running[row].aborted:
+                req = self._remove_row(row)
+                self._finish(req, "abort", message=RUNNING_ABORT_MESSAGE)
+
+    def _apply_update(self) -> None:
+        update = self._update
+        try:
+            copy_state_dict(self.runner.model, update.state_dict)
+            self.version = update.version
+            update.done.set_result(None)
+        except Exception as exc:  # reported to the caller of update_weights
+            update.done.set_exception(exc)
+        with self._cond:
+            self._update = None
+
+    def _prefill(self, admit: list[Request]) -> None:
+        logits = self.runner.prefill([r.input_ids for r in admit])
+        self._running.extend(admit)
+        first = len(self._running) - len(admit)
+        self._sample_and_check(logits, first, admit)
+
+    def _decode(self) -> None:
+        logits = self.runner.decode([r.output_ids[-1] for r in self._running])
+        self._sample_and_check(logits, 0, list(self._running))
+        self.steps += 1
+
+    def _sample_and_check(self, logits: torch.Tensor, first_row: int, reqs: list[Request]) -> None:
+        rows = [RowSampling(r.sampling.temperature, r.sampling.top_k, r.sampling.top_p, r.generator) for r in reqs]
+        tokens_b, logprobs_b = sample_tokens(logits, rows, self._gen)
+        finished: list[tuple[int, FinishReason, int | str | None]] = []
+        for i, (req, tok, lp) in enumerate(zip(reqs, tokens_b.tolist(), logprobs_b.tolist())):
+            req.output_ids.append(tok)
+            req.logprobs.append(lp)
+            req.versions.append(self.version)
+            reason, matched = self._check_finished(req, tok)
+            if reason is not None:
+                finished.append((first_row + i, reason, matched))
+        for row, reason, matched in sorted(finished, reverse=True):
+            req = self._remove_row(row)
+            self._finish(req, reason, matched=matched)
+
+    def _check_finished(self, req: Request, tok: int) -> tuple[FinishReason | None, int | str | None]:
+        """SGLang's order: length first, then stop token ids (EOS included), then stop strings."""
+        if len(req.output_ids) >= req.max_new:
+            return "length", None
+        if tok in req.stop_ids:
+            return "stop", tok
+        if req.sampling.stop:
+            window = 4 * max(len(s) for s in req.sampling.stop) + 1  # a token is >= 1 byte, a char <= 4
+            tail = self.tokenizer.decode(req.output_ids[-window:])
+            for stop in req.sampling.stop:
+                if stop in tail:
+                    return "stop", stop
+        return None, None
+
+    def _remove_row(self, row: int) -> Request:
+        req = self._running[row]
+        self.runner.remove_row(row)
+        self._running[row] = self._running[-1]  # mirror the cache's last-row move
+        self._running.pop()
+        return req
+
+    def _fail_all(self, admit: list[Request], exc: Exception) -> None:
+        self.runner.clear()
+        victims = {id(r): r for r in [*self._running, *admit]}.values()
+        self._running = []
+        error = EngineError(f"embedded engine forward failed: {type(exc).__name__}: {exc}")
+        with self._cond:
+            for req in victims:
+                self._by_id.pop(req.rid, None)
+                _deliver(req, error)
+
+    def _shutdown(self) -> None:
+        with self._cond:
+            for req in list(self._waiting):
+                self._finish_locked(req, "abort", message="engine closed")
+            self._waiting.clear()
+        for req in self._running:
+            self._finish(req, "abort", message="engine closed")
+        self._running = []
+        if self._update is not None:
+            self._update.done.set_exception(EngineError("engine closed before the weight update was applied"))
+
+    def _finish(self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None) -> None:
+        with self._cond:
+            self._finish_locked(req, reason, matched=matched, message=message)
+
+    def _finish_locked(self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None) -> None:
+        self._by_id.pop(req.rid, None)
+        extra: dict[str, object] = {"message": message} if message else {}
+        result = GenerateResult(
+            request_id=req.rid,
+            output_ids=req.output_ids,
+            logprobs=req.logprobs,
+            finish_reason=reason,
+            version_spans=spans_from_versions(req.versions, self.version),
+            prompt_tokens=len(req.input_ids),
+            cached_tokens=0,
+            matched_stop=matched,
+            extra=extra,
+        )
+        _deliver(req, result)
+
+
+def spans_from_versions(versions: list[int], current: int) -> list[VersionSpan]:
+    """Run-length encode per-token versions; an empty output gets one empty span at ``current``."""
+    if not versions:
+        return [VersionSpan(current, 0, 0)]
+    spans: list[VersionSpan] = []
+    start = 0
+    for i in range(1, len(versions) + 1):
+        if i == len(versions) or versions[i] != versions[start]:
+            spans.append(VersionSpan(versions[start], start, i))
+            start = i
+    return spans
+
+
+def _deliver(req: Request, outcome: GenerateResult | Exception) -> None:
+    """Resolve the caller's future on its own loop (a closed loop means nobody waits any more)."""
+
+    def resolve() -> None:
+        if req.future.done():
+            return
+        if isinstance(outcome, Exception):
+            req.future.set_exception(outcome)
+        else:
+            req.future.set_result(outcome)
+
+    try:
+        req.loop.call_soon_threadsafe(resolve)
+    except RuntimeError:  # the caller's event loop is closed
+        pass

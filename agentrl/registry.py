@@ -1,0 +1,191 @@
+"""Find environments by Gymnasium registry id (``agentrl/GuessNumber-v0``) or ``module:Class``.
+
+agentrl never imports concrete env packages by name: they register themselves with Gymnasium
+when imported (``EnvConfig.import_modules``, default ``envs``). Every lookup failure names the
+value, a did-you-mean and the fix; env kwargs are checked against the env's ``config_model``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec, load_env_creator
+from pydantic import ValidationError
+
+from agentrl.config.problems import Problem, problems_from_validation, raise_problems
+from agentrl.config.sections import EnvConfig
+from agentrl.env import MultiTurnEnv
+from agentrl.errors import ConfigError, EnvNotFoundError, did_you_mean
+
+DEFAULT_MODULES = ("envs",)
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What ``agentrl envs`` shows about one registered multi-turn environment."""
+
+    id: str
+    entry_point: str
+    summary: str
+    max_turns: int
+    tools: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class ResolvedEnv:
+    """An env reference resolved to its class (or factory), registry spec and default kwargs."""
+
+    ref: str
+    creator: Callable[..., Any]
+    spec: EnvSpec | None = None
+
+    @property
+    def env_class(self) -> type[MultiTurnEnv] | None:
+        """The MultiTurnEnv subclass, or None when the entry point is a plain factory function."""
+        return self.creator if isinstance(self.creator, type) and issubclass(self.creator, MultiTurnEnv) else None
+
+
+def register_env(env_id: str, entry_point: str | Callable[..., Any], **kwargs: Any) -> None:
+    """Register with Gymnasium unless ``env_id`` is already registered (modules may be re-imported)."""
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=entry_point, disable_env_checker=True, **kwargs)
+
+
+def import_env_modules(modules: Sequence[str] = DEFAULT_MODULES) -> None:
+    """Import the modules whose import registers environments; EnvNotFoundError names a bad one."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise EnvNotFoundError(
+                f"cannot import env module {name!r} (env.import_modules): {exc}. Install the package that "
+                "provides it or remove it from env.import_modules"
+            ) from exc
+
+
+def _multiturn_ids() -> list[str]:
+    return [env_id for env_id, spec in gym.registry.items() if _spec_class(spec) is not None]
+
+
+def _spec_class(spec: EnvSpec) -> type[MultiTurnEnv] | None:
+    entry = spec.entry_point
+    if isinstance(entry, str):
+        if entry.startswith("gymnasium.") or ":" not in entry:
+            return None  # Gymnasium's own control/toy envs are never text envs; skip importing them
+        try:
+            entry = load_env_creator(entry)
+        except (ImportError, AttributeError):
+            return None
+    return entry if isinstance(entry, type) and issubclass(entry, MultiTurnEnv) else None
+
+
+def _resolve_class_path(ref: str) -> ResolvedEnv:
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EnvNotFoundError(f"cannot import module {module_name!r} of env {ref!r}: {exc}. Check the module path (a 'module:Class' string) or install it") from exc
+    target = getattr(module, attr, None)
+    if target is None and attr in gym.registry:  # Gymnasium's own 'module:Env-v0' syntax
+        return _resolve_registered(attr)
+    if target is None:
+        classes = [n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, MultiTurnEnv) and v is not MultiTurnEnv]
+        hint = did_you_mean(attr, classes) or (f" Env classes in {module_name}: {', '.join(sorted(classes))}." if classes else "")
+        raise EnvNotFoundError(f"module {module_name!r} has no attribute {attr!r} (env {ref!r}).{hint}")
+    if not (isinstance(target, type) and issubclass(target, MultiTurnEnv)) and not callable(target):
+        raise ConfigError(f"env {ref!r} is a {type(target).__name__}, not a MultiTurnEnv subclass; point env.id at a class")
+    if isinstance(target, type) and not issubclass(target, MultiTurnEnv):
+        raise ConfigError(f"env {ref!r} is the class {target.__name__}, which does not subclass agentrl.MultiTurnEnv; subclass it")
+    return ResolvedEnv(ref=ref, creator=target)
+
+
+def _resolve_registered(env_id: str) -> ResolvedEnv:
+    if env_id not in gym.registry:
+        candidates = _multiturn_ids()
+        hint = did_you_mean(env_id, candidates) or did_you_mean(env_id, gym.registry)
+        known = ", ".join(sorted(candidates)) or "none"
+        raise EnvNotFoundError(
+            f"unknown environment id {env_id!r}.{hint} Registered agentrl environments: {known}. "
+            "Run `agentrl envs` to list them, add the module that registers it to env.import_modules, "
+            "or use a 'module:Class' string"
+        )
+    spec = gym.registry[env_id]
+    creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    return ResolvedEnv(ref=env_id, creator=creator, spec=spec)
+
+
+def resolve_env(env_id: str, import_modules: Sequence[str] = DEFAULT_MODULES) -> ResolvedEnv:
+    """Resolve a registry id or ``module:Class`` (importing ``import_modules`` first)."""
+    import_env_modules(import_modules)
+    if ":" in env_id and "/" not in env_id.split(":", 1)[0]:
+        return _resolve_class_path(env_id)
+    return _resolve_registered(env_id)
+
+
+def env_kwargs_problems(resolved: ResolvedEnv, kwargs: dict[str, Any], prefix: str = "env.kwargs") -> list[Problem]:
+    """Problems of ``kwargs`` against the env's ``config_model`` ([] when it has none or they fit)."""
+    config_model = getattr(resolved.env_class, "config_model", None)
+    if config_model is None:
+        return []
+    merged = {**(resolved.spec.kwargs if resolved.spec else {}), **kwargs}
+    try:
+        config_model.model_validate(merged)
+    except ValidationError as exc:
+        return problems_from_validation(exc, config_model, prefix)
+    return []
+
+
+def env_config_problems(env_cfg: EnvConfig) -> list[Problem]:
+    """Every problem of an env config (unknown id, bad module, bad kwargs), without creating an env."""
+    try:
+        import_env_modules(env_cfg.import_modules)
+    except EnvNotFoundError as exc:
+        return [Problem("env.import_modules", str(exc))]
+    try:
+        resolved = resolve_env(env_cfg.id, import_modules=())
+    except (EnvNotFoundError, ConfigError) as exc:
+        return [Problem("env.id", str(exc))]
+    return env_kwargs_problems(resolved, env_cfg.kwargs)
+
+
+def _build(resolved: ResolvedEnv, kwargs: dict[str, Any]) -> MultiTurnEnv:
+    if resolved.spec is not None:
+        env = gym.make(resolved.spec, disable_env_checker=True, **kwargs).unwrapped
+    else:
+        env = resolved.creator(**kwargs)
+    if not isinstance(env, MultiTurnEnv):
+        raise ConfigError(f"env {resolved.ref!r} created a {type(env).__name__}, not an agentrl.MultiTurnEnv; subclass MultiTurnEnv")
+    return env
+
+
+def make_env_factory(env_cfg: EnvConfig) -> Callable[[], MultiTurnEnv]:
+    """Resolve and validate ``env_cfg`` now; return a cheap factory creating a fresh (unwrapped) env."""
+    resolved = resolve_env(env_cfg.id, env_cfg.import_modules)
+    raise_problems(env_kwargs_problems(resolved, env_cfg.kwargs), source=f"env {env_cfg.id!r}")
+    return partial(_build, resolved, dict(env_cfg.kwargs))
+
+
+def make_env(env_id: str, **kwargs: Any) -> MultiTurnEnv:
+    """Create one env by id or ``module:Class`` with kwargs (validated like a config)."""
+    return make_env_factory(EnvConfig(id=env_id, kwargs=kwargs))()
+
+
+def list_envs(import_modules: Sequence[str] = DEFAULT_MODULES) -> list[EnvInfo]:
+    """The registered multi-turn environments, sorted by id."""
+    import_env_modules(import_modules)
+    infos = []
+    for env_id in sorted(_multiturn_ids()):
+        spec = gym.registry[env_id]
+        cls = _spec_class(spec)
+        if cls is None:  # cannot happen for ids from _multiturn_ids; keeps the type checker honest
+            continue
+        doc = (cls.__doc__ or "").strip().splitlines()
+        tools = tuple(getattr(t, "name", getattr(t, "__name__", str(t))) for t in cls.tools)
+        entry = spec.entry_point if isinstance(spec.entry_point, str) else f"{cls.__module__}:{cls.__qualname__}"
+        infos.append(EnvInfo(id=env_id, entry_point=entry, summary=doc[0] if doc else "", max_turns=cls.max_turns, tools=tools))
+    return infos

@@ -1,0 +1,63 @@
+"""Fingerprints of everything that gives stored token ids and logprobs their meaning.
+
+A buffer written under one tokenizer, chat template, model architecture or logprob semantics is
+refused under another: resuming would silently train on garbage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+# Config keys that define the architecture (not dtype, paths or generation defaults).
+_ARCH_KEYS = ("architectures", "model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim", "tie_word_embeddings")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """Hash of the tokenizer's full definition (vocab, merges, normalizer, special tokens)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        text = backend.to_str()
+    else:
+        text = json.dumps(sorted(tokenizer.get_vocab().items()))
+    special = json.dumps(sorted(str(t) for t in getattr(tokenizer, "all_special_tokens", [])))
+    return _sha(text + special)
+
+
+def template_fingerprint(tokenizer: Any) -> str:
+    """Hash of the chat template string ('none' when the tokenizer has no template)."""
+    template = getattr(tokenizer, "chat_template", None)
+    return _sha(json.dumps(template, sort_keys=True)) if template else "none"
+
+
+def architecture_fingerprint(model_config: Any) -> str:
+    """Hash of the architecture-defining fields of a HF config (object, dict or config.json dir)."""
+    if isinstance(model_config, (str, Path)):
+        path = Path(model_config) / "config.json"
+        if not path.is_file():
+            return "unknown"
+        model_config = json.loads(path.read_text())
+    if not isinstance(model_config, dict):
+        model_config = model_config.to_dict()
+    return _sha(json.dumps({k: model_config.get(k) for k in _ARCH_KEYS}, sort_keys=True, default=str))
+
+
+def rollout_fingerprints(tokenizer: Any, engine: Any) -> dict[str, str]:
+    """Fingerprints of a rollout setup: tokenizer, template, architecture, logprob semantics."""
+    runner_model = getattr(getattr(engine, "runner", None), "model", None)
+    config = getattr(getattr(engine, "model", runner_model), "config", None)
+    if config is None:
+        config = getattr(engine, "model_path", None) or getattr(tokenizer, "name_or_path", "") or ""
+    semantics = getattr(engine, "semantics", "unknown")
+    return {
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "chat_template": template_fingerprint(tokenizer),
+        "architecture": architecture_fingerprint(config),
+        "logprob_semantics": str(getattr(semantics, "value", semantics)),
+    }

@@ -1,0 +1,46 @@
+"""Per-step rollout metrics: episode counts, staleness histogram, tokens and where time went.
+
+Times are sums over concurrent episodes (engine/env/sandbox seconds can exceed the wall time).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RolloutMetrics:
+    """Counters of one collection step; ``as_dict`` names them ``rollout/<name>``."""
+
+    started: int = 0
+    completed: int = 0
+    aborted: int = 0
+    resumed: int = 0
+    restarted: int = 0
+    dropped: int = 0
+    failed: int = 0
+    groups_dropped: int = 0
+    tokens_generated: int = 0
+    engine_time_s: float = 0.0
+    env_time_s: float = 0.0
+    sandbox_time_s: float = 0.0
+    staleness: Counter[int] = field(default_factory=Counter)
+
+    def as_dict(self, wall_s: float) -> dict[str, float]:
+        """Flat float metrics; ``rollout/staleness_<k>`` counts trained episodes k versions behind."""
+        out: dict[str, float] = {
+            f"rollout/episodes_{name}": float(getattr(self, name))
+            for name in ("started", "completed", "aborted", "resumed", "restarted", "dropped", "failed")
+        }
+        out["rollout/groups_dropped"] = float(self.groups_dropped)
+        out["rollout/tokens_generated"] = float(self.tokens_generated)
+        out["rollout/engine_time_s"] = self.engine_time_s
+        out["rollout/env_time_s"] = self.env_time_s
+        out["rollout/sandbox_time_s"] = self.sandbox_time_s
+        out["rollout/wall_s"] = wall_s
+        out["rollout/tokens_per_s"] = self.tokens_generated / wall_s if wall_s > 0 else 0.0
+        for lag, count in sorted(self.staleness.items()):
+            out[f"rollout/staleness_{lag}"] = float(count)
+        out["rollout/staleness_max"] = float(max(self.staleness, default=0))
+        return out

@@ -1,0 +1,205 @@
+"""One episode's loop: generate, append the sampled tokens verbatim, step the env, render its reply.
+
+Invariant: every sampled token enters the episode through ``TokenLedger.append_sampled`` with the
+engine's logprob and version; a stop request (the step boundary) leaves the episode ``partial``
+with everything generated so far, and ``run`` continues it later from ``ledger.input_ids()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from agentrl.chat import ChatAssembler
+from agentrl.config.sections import RolloutConfig
+from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
+from agentrl.env import MultiTurnEnv
+from agentrl.ledger import TokenLedger
+from agentrl.rollout.metrics import RolloutMetrics
+from agentrl.trajectory import Episode, TurnRecord
+
+FINISHED = ("complete", "truncated", "failed")
+
+
+@dataclass
+class RunContext:
+    """What every runner of an orchestrator shares: engine, config, template, thread pool, metrics."""
+
+    engine: InferenceEngine
+    config: RolloutConfig
+    assembler: ChatAssembler
+    executor: Executor
+    metrics: RolloutMetrics
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` after a JSON round trip (env info may hold numpy scalars and the like)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+class EpisodeRunner:
+    """Drives one episode against an engine and an env; ``run`` is resumable after a stop."""
+
+    def __init__(self, episode: Episode, env: MultiTurnEnv | None, ctx: RunContext) -> None:
+        self.episode = episode
+        self.env = env
+        self.ctx = ctx
+        self.ledger = TokenLedger(episode, ctx.assembler)
+        self.stop_requested = False
+        self.request_id: str | None = None
+        self.failure_source: str | None = None  # "env", "engine" or "ledger" when the episode failed
+        self.turn_cap: int | None = None  # an env may cap the next reply's tokens via info["max_new_tokens"]
+        self.task: asyncio.Task[Episode] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the episode is complete, truncated or failed."""
+        return self.episode.status in FINISHED
+
+    @property
+    def max_turns(self) -> int:
+        """The turn limit: the rollout config's, else the env's own."""
+        env_limit = getattr(self.env, "max_turns", 8)
+        return self.ctx.config.max_turns or env_limit
+
+    async def run(self) -> Episode:
+        """Run until the episode ends or ``stop_requested`` is set (then it is ``partial``)."""
+        if self.episode.status == "partial":
+            self.episode.status = "running"
+        try:
+            if not self.ledger.segment.prompt_ids:
+                await self._start()
+            while not self.finished:
+                if self.stop_requested:
+                    self.episode.status = "partial"
+                    break
+                await self._turn()
+        except Exception as exc:  # an env, engine or template failure is data: recorded on the episode
+            self._fail(exc)
+        return self.episode
+
+    def _fail(self, exc: Exception) -> None:
+        source = self.failure_source or "env"
+        self.failure_source = source
+        self.episode.status = "failed"
+        self.episode.error = f"{source}: {type(exc).__name__}: {exc}"
+        self.ctx.metrics.failed += 1
+
+    async def _call_env(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call env.<name>: its async variant ``a<name>`` when present, else in the thread pool."""
+        self.failure_source = "env"
+        started = time.perf_counter()
+        try:
+            async_fn = getattr(self.env, f"a{name}", None)
+            if async_fn is not None and inspect.iscoroutinefunction(async_fn):
+                return await async_fn(*args, **kwargs)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.ctx.executor, functools.partial(getattr(self.env, name), *args, **kwargs))
+        finally:
+            self.ctx.metrics.env_time_s += time.perf_counter() - started
+
+    async def _start(self) -> None:
+        self.episode.status = "running"
+        observation, info = await self._call_env("reset", seed=self.episode.seed, options=dict(self.episode.reset_options))
+        self._take_cap(info)
+        self.failure_source = "ledger"
+        self.ledger.start(list(observation))
+        self.episode.status = "running"
+
+    def _take_cap(self, info: Any) -> None:
+        cap = info.get("max_new_tokens") if isinstance(info, dict) else None
+        self.turn_cap = int(cap) if cap is not None else None
+
+    def _turn_record(self) -> TurnRecord:
+        """The open turn's record (created when the turn starts)."""
+        turns = self.episode.turns
+        if not turns or turns[-1].reward is not None:
+            turns.append(TurnRecord(index=len(turns)))
+        return turns[-1]
+
+    async def _turn(self) -> None:
+        """Generate (the rest of) one assistant turn, then step the env unless stopped."""
+        turn = self._turn_record()
+        input_ids = self.ledger.input_ids()
+        context_left = self.ctx.config.max_episode_tokens - len(input_ids)
+        turn_left = min(self.ctx.config.max_new_tokens, self.turn_cap or self.ctx.config.max_new_tokens) - turn.num_tokens
+        if context_left <= 0 and turn.num_tokens == 0:
+            self.episode.turns.pop()
+            self._finish("truncated")
+            return
+        max_new = min(turn_left, context_left)
+        if max_new > 0:
+            finish = await self._generate(turn, input_ids, max_new)
+            if finish == "abort":
+                return  # stopped (partial) or aborted by a weight update: the loop decides
+        elif turn.finish_reason in (None, "abort"):
+            turn.finish_reason = "length"
+        await self._step(turn)
+
+    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> str:
+        cfg = self.ctx.config
+        sampling = SamplingParams(
+            max_new_tokens=max_new, temperature=cfg.temperature, stop_token_ids=self.ctx.assembler.stop_token_ids, stop=tuple(cfg.stop)
+        )
+        self.failure_source = "engine"
+        self.request_id = new_request_id()
+        started = time.perf_counter()
+        try:
+            result = await self.ctx.engine.generate(input_ids, sampling, self.request_id)
+        finally:
+            self.request_id = None
+            self.ctx.metrics.engine_time_s += time.perf_counter() - started
+        self.failure_source = "ledger"
+        self.ledger.append_sampled(result.output_ids, result.logprobs, result.token_versions(), turn.index)
+        turn.num_tokens += len(result.output_ids)
+        turn.finish_reason = result.finish_reason
+        self.ctx.metrics.tokens_generated += len(result.output_ids)
+        return result.finish_reason
+
+    async def _step(self, turn: TurnRecord) -> None:
+        """Give the turn's text to the env, record its answer, and render it (mask 0)."""
+        text = self.ledger.decode_turn(self.ledger.current_turn_ids())
+        self.ledger.end_turn(text)
+        turn.action = text
+        observation, reward, terminated, truncated, info = await self._call_env("step", text)
+        info = _jsonable(info) if isinstance(info, dict) else {}
+        turn.reward = float(reward)
+        turn.env_messages = _jsonable(list(observation))
+        turn.info = info
+        self.ctx.metrics.sandbox_time_s += float(info.get("sandbox_time_s", 0.0) or 0.0)
+        self._take_cap(info)
+        snapshot = self.env.snapshot() if self.env is not None else None
+        self.episode.env_snapshot = _jsonable(snapshot) if snapshot is not None else None
+        components = info.get("reward_components")
+        if isinstance(components, dict):
+            self.episode.reward_components = {k: float(v) for k, v in components.items()}
+        if terminated or truncated or len(self.episode.turns) >= self.max_turns:
+            final = info.get("final_reward")
+            self._finish("complete" if terminated else "truncated", final)
+            return
+        self.failure_source = "ledger"
+        self.ledger.append_env(list(observation))
+
+    def _finish(self, status: str, final_reward: Any = None) -> None:
+        self.episode.status = status  # type: ignore[assignment]
+        rewards = [t.reward for t in self.episode.turns if t.reward is not None]
+        self.episode.final_reward = float(final_reward) if final_reward is not None else float(sum(rewards))
+        self.ctx.metrics.completed += 1
+
+
+def make_episode(episode_id: str, task_id: str, group_id: str, seed: int, env_id: str, version: int) -> Episode:
+    """A fresh, not yet started episode of a task (reset options carry the task id)."""
+    return Episode(
+        episode_id=episode_id, task_id=task_id, group_id=group_id, env_id=env_id, seed=seed,
+        reset_options={"task_id": task_id}, created_version=version,
+    )
+
+
+EnvFactory = Callable[[], MultiTurnEnv]

@@ -1,0 +1,178 @@
+"""Tools: typed Python functions with docstrings, their JSON schemas, execution, and the Qwen tools prompt.
+
+A tool's schema is derived from its signature with pydantic; executing the calls found in a
+model's text (``execute_tool_calls``) never raises: bad calls become tool messages that say what
+to fix. ``tools_system_prompt`` describes tools for chat templates that lack tool support.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from agentrl.env import Message, tool
+from agentrl.errors import ConfigError, ToolCallError, did_you_mean
+from agentrl.toolcall import parse_tool_calls
+
+_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into (description, {argument: description})."""
+    description_lines: list[str] = []
+    arg_docs: dict[str, str] = {}
+    section, current = "description", None
+    for line in inspect.cleandoc(doc).splitlines():
+        stripped = line.strip()
+        if stripped.rstrip(":").lower() in {"args", "arguments", "parameters"} and stripped.endswith(":"):
+            section = "args"
+        elif stripped.rstrip(":").lower() in {"returns", "raises", "yields", "example", "examples"} and stripped.endswith(":"):
+            section = "other"
+        elif section == "description":
+            description_lines.append(stripped)
+        elif section == "args" and (match := _ARG_LINE.match(line)) and line.startswith((" ", "\t")) and not line.startswith(" " * 8):
+            current = match.group(1).lstrip("*")
+            arg_docs[current] = match.group(2).strip()
+        elif section == "args" and current and stripped:
+            arg_docs[current] = f"{arg_docs[current]} {stripped}".strip()
+    return " ".join(" ".join(description_lines).split()), arg_docs
+
+
+def _strip_titles(schema: Any) -> Any:
+    """pydantic adds a ``title`` to every property; models read better without them."""
+    if isinstance(schema, dict):
+        return {k: _strip_titles(v) for k, v in schema.items() if k != "title" or not isinstance(v, str)}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A callable tool: name, description, pydantic arguments model and the function itself."""
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    arguments_model: type[BaseModel]
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI/Qwen function schema: ``{"type": "function", "function": {...}}``."""
+        parameters = _strip_titles(self.arguments_model.model_json_schema())
+        parameters.setdefault("properties", {})
+        parameters.setdefault("required", [])
+        parameters.pop("additionalProperties", None)
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": parameters}}
+
+    def call(self, arguments: dict[str, Any]) -> Any:
+        """Validate ``arguments`` against the signature and call the function; ToolCallError on bad arguments."""
+        try:
+            validated = self.arguments_model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg'].lower()}" for err in exc.errors()
+            )
+            expected = ", ".join(self.schema["function"]["parameters"]["properties"]) or "no arguments"
+            raise ToolCallError(f"invalid arguments for tool {self.name!r}: {problems} (expected: {expected})") from exc
+        return self.fn(**{name: getattr(validated, name) for name in type(validated).model_fields})
+
+
+def as_tool(fn: Callable[..., Any] | Tool, *, name: str | None = None) -> Tool:
+    """Build a ``Tool`` from a typed function with a docstring (ConfigError names what is missing)."""
+    if isinstance(fn, Tool):
+        return fn
+    tool_name = name or getattr(fn, "__name__", "")
+    if not callable(fn) or not tool_name.isidentifier():
+        raise ConfigError(f"tool {fn!r} must be a named Python function; pass a def with type hints and a docstring")
+    if not inspect.getdoc(fn):
+        raise ConfigError(f"tool {tool_name!r} has no docstring; add one: its first line becomes the tool description the model reads")
+    description, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ConfigError(f"tool {tool_name!r} takes *{param.name}; tools need named parameters so a schema can describe them")
+        if param.name not in hints:
+            raise ConfigError(f"tool {tool_name!r} parameter {param.name!r} has no type hint; annotate it (e.g. {param.name}: str)")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (hints[param.name], Field(default, description=arg_docs.get(param.name)))
+    model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    return Tool(name=tool_name, description=description, fn=fn, arguments_model=model)
+
+
+def _result_text(result: Any, max_chars: int) -> str:
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    if len(text) > max_chars:
+        text = f"{text[:max_chars]}\n[... output truncated: {len(text) - max_chars} more characters]"
+    return text
+
+
+def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, Tool], *, max_chars: int = 10_000) -> str:
+    """Execute one call and return the text for the model; errors become ``Error: ...`` text."""
+    if name not in tools:
+        available = ", ".join(sorted(tools)) or "none"
+        return f"Error: unknown tool {name!r}.{did_you_mean(name, tools)} Available tools: {available}."
+    try:
+        return _result_text(tools[name].call(arguments), max_chars)
+    except ToolCallError as exc:
+        return f"Error: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a failing tool is feedback for the model, never a crashed rollout
+        return f"Error: tool {name!r} raised {type(exc).__name__}: {exc}"
+
+
+def execute_tool_calls(text: str, tools: Sequence[Callable[..., Any] | Tool], *, max_chars: int = 10_000) -> list[Message]:
+    """Run every ``<tool_call>`` in ``text``; returns one tool message per call (errors included), [] if none."""
+    by_name = {t.name: t for t in map(as_tool, tools)}
+    messages: list[Message] = []
+    for call in parse_tool_calls(text):
+        if call.error is not None:
+            messages.append(tool(f"Error: {call.error}", name=call.name or None))
+            continue
+        messages.append(tool(run_tool_call(call.name, call.arguments, by_name, max_chars=max_chars), name=call.name))
+    return messages
+
+
+def tools_system_prompt(schemas: Sequence[dict[str, Any]]) -> str:
+    """The Qwen/Hermes tools section of a system prompt, for templates without tool support."""
+    lines = "\n".join(json.dumps(schema, ensure_ascii=False) for schema in schemas)
+    return (
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n"
+        f"<tools>\n{lines}\n</tools>\n\n"
+        "For each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    )
+
+
+def with_tools_prompt(messages: Sequence[Message], schemas: Sequence[dict[str, Any]]) -> list[Message]:
+    """Messages with the tools prompt appended to the system message (one is prepended when absent)."""
+    if not schemas:
+        return list(messages)
+    prompt = tools_system_prompt(schemas)
+    out = [dict(m) for m in messages]
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0]['content']}\n\n{prompt}"
+    else:
+        out.insert(0, {"role": "system", "content": prompt})
+    return out
+
+
+_PROBE_NAME = "agentrl_probe_tool_7f3a"
+
+
+def template_supports_tools(tokenizer: Any) -> bool:
+    """True when the tokenizer's chat template renders a ``tools=`` list (probed with a sentinel tool)."""
+    probe = {"type": "function", "function": {"name": _PROBE_NAME, "description": "probe", "parameters": {"type": "object", "properties": {}}}}
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[probe], tokenize=False)
+    except Exception:  # noqa: BLE001 - any template failure on tools= means "no tool support"
+        return False
+    return isinstance(text, str) and _PROBE_NAME in text

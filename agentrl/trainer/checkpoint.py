@@ -1,0 +1,138 @@
+"""Atomic checkpoints of a run: HF model, optimizer + scheduler, RNG states, step, rollout buffer copy.
+
+Invariant: a checkpoint directory either exists complete or not at all (written under a temp name,
+then renamed), and ``checkpoints/latest`` only ever names a complete one. The rollout buffer is
+copied with SQLite's backup API at the same step boundary, so a resume restores a consistent pair.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from agentrl.errors import CheckpointError
+from agentrl.trainer.distributed import DistInfo
+
+BUFFER_FILE = "rollout_buffer.sqlite"  # the name `agentrl rollout` uses too
+
+
+@dataclass
+class Checkpoint:
+    """A complete checkpoint on disk."""
+
+    path: Path
+    step: int
+    meta: dict[str, Any]
+
+    @property
+    def model_dir(self) -> Path:
+        """The Hugging Face model directory (``from_pretrained`` loads it)."""
+        return self.path / "model"
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG the run draws from: python, numpy, torch CPU and CUDA."""
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what ``rng_state`` captured."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def copy_sqlite(src: Path, dst: Path) -> None:
+    """A consistent copy of a live (WAL) SQLite database via the backup API."""
+    with sqlite3.connect(str(src)) as source, sqlite3.connect(str(dst)) as target:
+        source.backup(target)
+    source.close()
+    target.close()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(run_dir: Path, step: int, *, lm: nn.Module, state: dict[str, torch.Tensor], tokenizer: Any,
+                    training_state: dict[str, Any], meta: dict[str, Any], keep: int = 2,
+                    dist: DistInfo = DistInfo()) -> Path:
+    """Write ``checkpoints/step_XXXXXX`` atomically; every rank writes its optimizer shard first."""
+    root = run_dir / "checkpoints"
+    final = root / f"step_{step:06d}"
+    tmp = root / f".tmp-step_{step:06d}"
+    if dist.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    _barrier(dist)
+    torch.save({**training_state, "rng": rng_state()}, tmp / f"training_rank{dist.rank}.pt")
+    _barrier(dist)
+    if dist.is_main:
+        lm.save_pretrained(tmp / "model", state_dict={k: v.cpu() for k, v in state.items()}, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp / "model")
+        if (run_dir / BUFFER_FILE).exists():
+            copy_sqlite(run_dir / BUFFER_FILE, tmp / BUFFER_FILE)
+        (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "world_size": dist.world_size, **meta}, indent=1))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        _write_atomic(root / "latest", final.name + "\n")
+        for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    _barrier(dist)
+    return final
+
+
+def _barrier(dist: DistInfo) -> None:
+    if dist.enabled:
+        import torch.distributed as tdist
+
+        tdist.barrier()
+
+
+def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
+    """The checkpoint ``checkpoints/latest`` names, or None when the run has none yet."""
+    pointer = run_dir / "checkpoints" / "latest"
+    if not pointer.is_file():
+        return None
+    path = run_dir / "checkpoints" / pointer.read_text().strip()
+    state_file = path / "trainer_state.json"
+    if not state_file.is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} named by {str(pointer)!r} is incomplete (no trainer_state.json); "
+                              "delete the pointer to fall back to a fresh run")
+    meta = json.loads(state_file.read_text())
+    return Checkpoint(path=path, step=int(meta["step"]), meta=meta)
+
+
+def load_training_state(ckpt: Checkpoint, dist: DistInfo = DistInfo()) -> dict[str, Any]:
+    """This rank's optimizer/scheduler/RNG state of ``ckpt`` (checked against the world size)."""
+    if int(ckpt.meta.get("world_size", 1)) != dist.world_size:
+        raise CheckpointError(f"checkpoint {str(ckpt.path)!r} was written by {ckpt.meta.get('world_size')} processes but "
+                              f"this run has {dist.world_size}; resume with the same torchrun --nproc-per-node")
+    return torch.load(ckpt.path / f"training_rank{dist.rank}.pt", weights_only=False)
+
+
+def restore_buffer(ckpt: Checkpoint, run_dir: Path) -> None:
+    """Put the checkpoint's rollout buffer back in the run dir (dropping the newer WAL/SHM files)."""
+    saved = ckpt.path / BUFFER_FILE
+    for suffix in ("", "-wal", "-shm"):
+        (run_dir / f"{BUFFER_FILE}{suffix}").unlink(missing_ok=True)
+    if saved.exists():
+        shutil.copyfile(saved, run_dir / BUFFER_FILE)

@@ -1,0 +1,47 @@
+"""Per-step episode metrics of a rollout batch: reward, success, lengths, turns, finish reasons."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from agentrl.trajectory import Episode
+
+
+def is_success(episode: Episode) -> bool:
+    """An env-reported ``success`` component wins; otherwise a final reward of at least 1."""
+    if "success" in episode.reward_components:
+        return episode.reward_components["success"] > 0
+    return episode.final_reward is not None and episode.final_reward >= 1.0
+
+
+def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
+    """Means over the batch's episodes, named ``episode/<metric>``."""
+    episodes = [e for g in groups for e in g]
+    if not episodes:
+        return {}
+    rewards = [e.final_reward for e in episodes if e.final_reward is not None]
+    completion = [sum(len(s.completion_ids) for s in e.segments) for e in episodes]
+    sampled = [sum(s.num_sampled for s in e.segments) for e in episodes]
+    out = {
+        "episode/reward_mean": statistics.fmean(rewards) if rewards else 0.0,
+        "episode/reward_std": statistics.stdev(rewards) if len(rewards) > 1 else 0.0,
+        "episode/success_rate": sum(map(is_success, episodes)) / len(episodes),
+        "episode/turns_mean": statistics.fmean(len(e.turns) for e in episodes),
+        "episode/completion_tokens_mean": statistics.fmean(completion),
+        "episode/sampled_tokens_mean": statistics.fmean(sampled),
+        "episode/truncated_frac": sum(e.status == "truncated" for e in episodes) / len(episodes),
+        "episode/resumed_frac": sum(e.resumed > 0 for e in episodes) / len(episodes),
+        "episode/groups_all_equal": float(sum(len({e.final_reward for e in g}) <= 1 for g in groups)),
+    }
+    for name, values in _components(episodes).items():
+        out[f"episode/reward_{name}"] = statistics.fmean(values)
+    return out
+
+
+def _components(episodes: Sequence[Episode]) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {}
+    for episode in episodes:
+        for name, value in episode.reward_components.items():
+            found.setdefault(name, []).append(float(value))
+    return found

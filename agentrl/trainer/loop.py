@@ -1,0 +1,230 @@
+"""The RL training loop: rollouts -> advantages -> update -> weight sync -> commit + checkpoint -> log.
+
+Invariant: a step's rollout-buffer commit and its checkpoint describe the same boundary (the
+checkpoint holds a copy of the buffer taken after the commit), so ``--resume`` continues exactly.
+Under torchrun, rank 0 owns the engine and the rollouts and broadcasts each batch to every rank.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentrl.config.run import RunConfig
+from agentrl.errors import CheckpointError, ConfigError
+from agentrl.trainer.batch import build_rows
+from agentrl.trainer.checkpoint import BUFFER_FILE, latest_checkpoint, load_training_state, restore_buffer, save_checkpoint, set_rng_state
+from agentrl.trainer.distributed import DistInfo, decoder_layers_of, full_state_dict, init_distributed, shard_policy
+from agentrl.trainer.episode_stats import episode_metrics
+from agentrl.trainer.logprobs import PolicyLogprobs
+from agentrl.trainer.reporting import RunReporter
+from agentrl.trainer.sync import sync_weights
+from agentrl.trainer.update import PolicyUpdater
+from agentrl.trainer.validate import check_engine_logprobs, check_resume, validate_run_config, write_run_meta
+
+
+@dataclass
+class Session:
+    """Everything a running training job holds."""
+
+    cfg: RunConfig
+    run_dir: Path
+    dist: DistInfo
+    lm: torch.nn.Module
+    tokenizer: Any
+    updater: PolicyUpdater
+    engine: Any
+    orchestrator: Any
+    reporter: RunReporter
+    start_step: int
+
+
+def make_run_dir(cfg: RunConfig, config_name: str, resume: str | Path | None) -> Path:
+    """The run directory: ``--resume`` names it; a new run gets ``run_root/<name or config stem-time>``."""
+    if resume is not None:
+        run_dir = Path(resume)
+        check_resume(run_dir, cfg)
+        return run_dir
+    name = cfg.logging.run_name or f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(cfg.logging.run_root) / name
+    if (run_dir / "checkpoints").exists() or (run_dir / BUFFER_FILE).exists():
+        raise ConfigError(f"run directory {str(run_dir)!r} already holds a run; pass --resume {run_dir} to continue "
+                          "it or choose another logging.run_name")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """Seed python, numpy and torch; deterministic mode also makes torch pick deterministic kernels."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def _device(cfg: RunConfig) -> torch.device:
+    wanted = cfg.model.device
+    return torch.device("cuda" if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()) else "cpu")
+
+
+def _make_engine(cfg: RunConfig) -> Any:
+    try:
+        from agentrl.engines.factory import make_engine
+    except ImportError:  # the factory may be absent in minimal installs; the embedded engine needs none
+        from agentrl.engines.embedded import EmbeddedEngine
+
+        return EmbeddedEngine.from_pretrained(cfg.model.path, config=cfg.engine)
+    return make_engine(cfg.engine, cfg.model)
+
+
+def _load_policy(cfg: RunConfig, model_dir: Path | str, dist: DistInfo) -> tuple[torch.nn.Module, PolicyLogprobs]:
+    from transformers import AutoModelForCausalLM
+
+    lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(_device(cfg))  # fp32 master weights
+    if cfg.trainer.gradient_checkpointing:
+        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    lm.config.use_cache = False
+    lm.train()
+    policy = PolicyLogprobs(lm, cfg.trainer.logprob_chunk_tokens)
+    if dist.enabled:
+        shard_policy(policy, decoder_layers_of(lm))
+    return lm, policy
+
+
+async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: bool) -> Session:
+    """Validate, then load model, engine, env, dataset, buffer, orchestrator and reporter."""
+    from transformers import AutoTokenizer
+
+    validate_run_config(cfg, dist.world_size)
+    seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
+    ckpt = latest_checkpoint(run_dir) if resume else None
+    if resume and ckpt is None:
+        raise CheckpointError(f"--resume {str(run_dir)!r} has no checkpoint yet; start a new run instead")
+    if dist.is_main and ckpt is not None:
+        restore_buffer(ckpt, run_dir)
+    if dist.is_main and ckpt is None:
+        write_run_meta(run_dir, cfg)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
+    lm, policy = _load_policy(cfg, ckpt.model_dir if ckpt else cfg.model.path, dist)
+    updater = PolicyUpdater(policy, cfg.algorithm, cfg.trainer, temperature=cfg.rollout.temperature,
+                            total_steps=cfg.trainer.steps, dist=dist)
+    start = 0
+    if ckpt is not None:
+        state = load_training_state(ckpt, dist)
+        updater.optimizer.load_state_dict(state["optimizer"])
+        updater.scheduler.load_state_dict(state["scheduler"])
+        set_rng_state(state["rng"])
+        start = ckpt.step
+    engine = orchestrator = None
+    if dist.is_main:
+        engine, orchestrator = _rollout_side(cfg, run_dir, tokenizer)
+    if start:  # the engine loaded the base weights: bring it to the checkpoint's policy
+        await sync_weights(engine, lm, start, transport=_transport(cfg), weights_root=_weights_root(cfg, run_dir), dist=dist)
+    reporter = RunReporter(run_dir, cfg.logging, cfg.trainer.steps, config=cfg.model_dump(mode="json"),
+                           start_step=start, enabled=dist.is_main)
+    return Session(cfg, run_dir, dist, lm, tokenizer, updater, engine, orchestrator, reporter, start)
+
+
+def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, Any]:
+    from agentrl.registry import make_env_factory
+    from agentrl.rollout.buffer import RolloutBuffer
+    from agentrl.rollout.dataset import TaskDataset
+    from agentrl.rollout.orchestrator import RolloutOrchestrator
+
+    env_factory = make_env_factory(cfg.env)
+    probe = env_factory()
+    dataset = TaskDataset.from_env(probe, seed=cfg.rollout.seed)
+    probe.close()
+    engine = _make_engine(cfg)
+    check_engine_logprobs(engine.semantics, cfg)
+    buffer = RolloutBuffer(run_dir / BUFFER_FILE)
+    return engine, RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
+
+
+def _transport(cfg: RunConfig) -> str:
+    return "state_dict" if cfg.engine.kind == "embedded" else "disk"
+
+
+def _weights_root(cfg: RunConfig, run_dir: Path) -> Path:
+    return Path(cfg.engine.weights_dir) if cfg.engine.weights_dir else run_dir / "weights"
+
+
+def _broadcast(obj: Any, dist: DistInfo) -> Any:
+    if not dist.enabled:
+        return obj
+    import torch.distributed as tdist
+
+    box = [obj]
+    tdist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+async def run_loop(s: Session) -> list[dict[str, Any]]:
+    """The outer loop, one RL step per iteration (DESIGN section 1's data flow)."""
+    cfg, total = s.cfg, s.cfg.trainer.steps
+    for step in range(s.start_step + 1, total + 1):
+        started = time.perf_counter()
+        batch = await s.orchestrator.collect_step(step) if s.dist.is_main else None
+        groups, rollout_metrics, exhausted = _broadcast(
+            (batch.groups, batch.metrics, batch.exhausted) if batch is not None else None, s.dist)
+        if not groups:
+            break
+        rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
+        train_metrics = s.updater.update(rows)
+        sync_s = await sync_weights(s.engine, s.lm, step, transport=_transport(cfg),
+                                    weights_root=_weights_root(cfg, s.run_dir), dist=s.dist)
+        if s.dist.is_main:
+            s.orchestrator.commit_step(step)
+        if step % cfg.trainer.save_every == 0 or step == total or exhausted:
+            _save(s, step)
+        wall = time.perf_counter() - started
+        tokens = train_metrics.get("train/trained_tokens", 0.0)
+        s.reporter.log(step, {**rollout_metrics, **episode_metrics(groups), **train_metrics,
+                              "perf/sync_s": sync_s, "perf/step_s": wall, "perf/tokens_per_s": tokens / wall,
+                              "engine/weight_version": float(step)})
+        if exhausted:
+            break
+    return s.reporter.history
+
+
+def _save(s: Session, step: int) -> None:
+    state = full_state_dict(s.lm)
+    training = {"optimizer": s.updater.optimizer.state_dict(), "scheduler": s.updater.scheduler.state_dict()}
+    save_checkpoint(s.run_dir, step, lm=s.lm, state=state, tokenizer=s.tokenizer, training_state=training,
+                    meta={"model_path": s.cfg.model.path}, keep=s.cfg.trainer.keep_checkpoints, dist=s.dist)
+
+
+async def _close(s: Session) -> None:
+    s.reporter.close()
+    if s.orchestrator is not None:
+        await s.orchestrator.close()
+        if s.orchestrator.buffer is not None:
+            s.orchestrator.buffer.close()
+    if s.engine is not None:
+        await s.engine.close()
+
+
+async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str | Path | None = None) -> Path:
+    """Run (or resume) training; returns the run directory."""
+    dist = init_distributed()
+    run_dir = make_run_dir(cfg, config_name, resume) if dist.is_main else None
+    run_dir = Path(_broadcast(str(run_dir) if run_dir else None, dist))
+    session = await build_session(cfg, run_dir, dist, resume is not None)
+    try:
+        await run_loop(session)
+    finally:
+        await _close(session)
+    return run_dir
+
+
+def train(cfg: RunConfig, *, config_name: str = "run", resume: str | Path | None = None) -> Path:
+    """Blocking entry point of ``agentrl train``."""
+    return asyncio.run(train_async(cfg, config_name=config_name, resume=resume))

@@ -1,0 +1,40 @@
+"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths), rendered headless (Agg)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+PANELS: list[tuple[str, list[str]]] = [
+    ("reward", ["episode/reward_mean"]),
+    ("success rate", ["episode/success_rate"]),
+    ("clip fraction", ["train/clip_frac_seq", "train/clip_frac_token"]),
+    ("|log s|", ["train/abs_log_s_mean", "train/mb0_abs_log_s_p90"]),
+    ("entropy", ["train/entropy"]),
+    ("lengths (tokens)", ["episode/completion_tokens_mean", "episode/sampled_tokens_mean"]),
+]
+
+
+def write_plots(history: list[dict[str, Any]], path: Path) -> None:
+    """One figure with a panel per metric family; written to a temp file, then renamed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for ax, (title, keys) in zip(axes.flat, PANELS):
+        for key in keys:
+            points = [(r["step"], r[key]) for r in history if key in r]
+            if points:
+                ax.plot(*zip(*points), marker=".", label=key.split("/", 1)[-1])
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        if ax.lines:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=80)
+    plt.close(fig)
+    os.replace(tmp, path)

@@ -1,0 +1,105 @@
+"""Run reporting: metrics.jsonl, wandb (offline unless an API key is set), a rich progress bar, PNG plots.
+
+Invariant: only rank 0 reports; ``metrics.jsonl`` holds one JSON object per finished step and is
+the source the plots and ``--resume`` (which truncates steps after the checkpoint) read back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from agentrl.config.sections import LoggingConfig
+from agentrl.trainer.plots import write_plots
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def progress_line(step: int, total: int, m: dict[str, float]) -> str:
+    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) 412 tok/s'."""
+    return (f"step {step}/{total} reward {m.get('episode/reward_mean', 0.0):.2f} "
+            f"solved {100 * m.get('episode/success_rate', 0.0):.0f}% "
+            f"clip {100 * m.get('train/clip_frac_seq', 0.0):.1f}% |log s| {m.get('train/abs_log_s_mean', 0.0):.0e} "
+            f"partial {m.get('rollout/groups_carried', 0.0):.0f} (<={m.get('rollout/staleness_max', 0.0):.0f} behind) "
+            f"{m.get('perf/tokens_per_s', 0.0):.0f} tok/s")
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """Every step record of ``metrics.jsonl`` (empty when absent); a torn last line is ignored."""
+    path = run_dir / METRICS_FILE
+    records: list[dict[str, Any]] = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a kill mid-write leaves at most one torn line at the end
+    return records
+
+
+class RunReporter:
+    """Writes each step's metrics to every sink; a no-op on ranks other than 0."""
+
+    def __init__(self, run_dir: Path, cfg: LoggingConfig, total_steps: int, *, config: dict[str, Any],
+                 start_step: int = 0, enabled: bool = True) -> None:
+        self.run_dir, self.cfg, self.total, self.enabled = run_dir, cfg, total_steps, enabled
+        self.history = [r for r in read_metrics(run_dir) if r.get("step", 0) <= start_step] if enabled else []
+        if enabled:  # steps after the checkpoint will be redone: drop them so the file equals an uninterrupted run's
+            text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.history)
+            (run_dir / METRICS_FILE).write_text(text)
+        self._wandb = self._init_wandb(config) if enabled else None
+        self._progress, self._task = self._init_progress(start_step) if enabled and cfg.progress else (None, None)
+
+    def _init_wandb(self, config: dict[str, Any]) -> Any:
+        mode = self.cfg.wandb_mode
+        if mode == "auto":
+            mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
+        if mode == "disabled" or self.cfg.wandb_project is None:
+            return None
+        try:
+            import wandb
+
+            id_file = self.run_dir / "wandb_id"
+            run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+            id_file.write_text(run_id)
+            return wandb.init(project=self.cfg.wandb_project, dir=str(self.run_dir), mode=mode, id=run_id,
+                              resume="allow", config=config, name=self.run_dir.name)
+        except Exception as exc:  # wandb failing (no service, bad key) must not stop training; metrics.jsonl has it all
+            warnings.warn(f"wandb disabled for this run: {exc}", stacklevel=2)
+            return None
+
+    def _init_progress(self, start_step: int) -> tuple[Any, Any]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        progress.start()
+        return progress, progress.add_task("starting", total=self.total, completed=start_step)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        """Record one finished step everywhere; refresh plots every ``plot_every`` steps."""
+        if not self.enabled:
+            return
+        record = {"step": step, **metrics}
+        self.history.append(record)
+        with (self.run_dir / METRICS_FILE).open("a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+        if self._wandb is not None:
+            self._wandb.log(metrics, step=step)
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
+        if step % self.cfg.plot_every == 0 or step == self.total:
+            write_plots(self.history, self.run_dir / "plots.png")
+
+    def close(self) -> None:
+        """Flush plots and stop the progress bar and wandb."""
+        if not self.enabled:
+            return
+        if self.history:
+            write_plots(self.history, self.run_dir / "plots.png")
+        if self._progress is not None:
+            self._progress.stop()
+        if self._wandb is not None:
+            self._wandb.finish()

@@ -1,0 +1,145 @@
+"""CodeExec-v0: write a function, optionally running code in a stateful sandbox first; graded by hidden tests.
+
+State = the chosen task, the turn count and the cells executed in the sandbox session, so
+``snapshot()`` is the list of cells and ``restore()`` replays them into a fresh session (the
+same as replaying the actions, without grading again). Reward on submit = fraction of tests passed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
+from agentrl.errors import ConfigError, did_you_mean
+from envs.code_exec.actions import CodeAction, parse_action
+from envs.code_exec.config import CodeExecConfig
+from envs.code_exec.grading import grade
+from envs.code_exec.sandboxing import check_settings, open_sandbox, shorten
+from envs.code_exec.tasks import CodingTask, load_tasks
+
+
+def run_python(code: str) -> str:
+    """Run Python code in your persistent session and see its output (variables persist across calls).
+
+    Args:
+        code: The Python source to execute.
+    """
+    raise NotImplementedError("executed by CodeExecEnv inside its sandbox")  # the schema is what matters
+
+
+def submit(code: str) -> str:
+    """Submit your final solution: Python source that defines the requested function.
+
+    Args:
+        code: The complete solution source.
+    """
+    raise NotImplementedError("executed by CodeExecEnv inside its sandbox")
+
+
+class CodeExecEnv(MultiTurnEnv):
+    """Multi-turn sandboxed coding: run cells, then submit a function graded by hidden tests."""
+
+    config_model = CodeExecConfig
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config = CodeExecConfig(**kwargs)
+        check_settings(self.config.sandbox)
+        self.max_turns = self.config.max_turns
+        self.tools = (run_python, submit) if self.config.expose_tools else ()
+        self._tasks = load_tasks(self.config.tasks, self.config.split, heldout_kinds=self.config.heldout_kinds,
+                                 heldout_per_kind=self.config.heldout_per_kind)
+        if not self._tasks:
+            raise ConfigError(f"task source {self.config.tasks!r} has no tasks in split {self.config.split!r}; choose another split or source")
+        self._by_id = {task.task_id: task for task in self._tasks}
+        self.task: CodingTask = self._tasks[0]
+        self.cells: list[str] = []
+        self.turn = 0
+        self._sandbox: Any = None
+
+    @property
+    def sandbox(self) -> Any:
+        """The env's sandbox, started on first use (so constructing an env starts nothing)."""
+        if self._sandbox is None:
+            self._sandbox = open_sandbox(self.config.sandbox)
+        return self._sandbox
+
+    def task_ids(self) -> list[str]:
+        """Task ids of the configured split."""
+        return [task.task_id for task in self._tasks]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+        """Start ``options['task_id']`` (else a task drawn with ``seed``) in a fresh sandbox session."""
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            task_id = self._tasks[int(self.np_random.integers(len(self._tasks)))].task_id
+        if task_id not in self._by_id:
+            raise ConfigError(f"task {task_id!r} is not in {self.config.tasks!r} split {self.config.split!r}.{did_you_mean(task_id, self._by_id)}")
+        self.task, self.cells, self.turn = self._by_id[task_id], [], 0
+        if self._sandbox is not None:
+            self._sandbox.reset()
+        return [user(self._instructions())], {"task_id": task_id, "kind": self.task.kind, "entry_point": self.task.entry_point}
+
+    def _instructions(self) -> str:
+        entry = self.task.entry_point
+        if self.max_turns == 1:
+            return f"{self.task.prompt}\n\nAnswer with a single ```python code block that defines `{entry}`."
+        return (
+            f"{self.task.prompt}\n\nYou may run Python to test ideas: a ```python block that does not define `{entry}` "
+            f"runs in a persistent session and you see its output. Your answer is a ```python block that defines `{entry}`; "
+            f"it is graded by hidden tests. You have {self.max_turns} turns."
+        )
+
+    def step(self, action: str) -> StepResult:
+        """Run the turn's cell, or grade its submission (on the last turn any code is graded)."""
+        self.turn += 1
+        last_turn = self.turn >= self.max_turns
+        parsed = parse_action(action, self.task.entry_point, submit_on_definition=self.config.submit_on_definition)
+        if parsed.kind == "submit" or (parsed.kind == "run" and last_turn):
+            return self._submit(parsed)
+        cost = 0.0 - self.config.turn_cost
+        if parsed.kind == "run":
+            return self._run_cell(parsed, cost, last_turn)
+        if parsed.kind == "invalid":
+            message = tool(f"Error: {parsed.error}", name="run_python")
+        else:
+            message = user(f"I found no ```python block. Answer with a ```python block that defines `{self.task.entry_point}`.")
+        info = {"action": parsed.kind, "success": False, "reward_components": {"turn_cost": cost}}
+        return [message], cost, False, last_turn, info
+
+    def _run_cell(self, parsed: CodeAction, cost: float, last_turn: bool) -> StepResult:
+        result = self.sandbox.run_python(parsed.code, timeout_s=self.config.cell_timeout_s)
+        # A restarted session lost its state, so replay starts after the restart.
+        self.cells = [] if result.restarted else [*self.cells, parsed.code]
+        ok = result.ok
+        text = shorten(result, self.config.max_output_chars)
+        message = tool(text, name="run_python") if parsed.via_tool else user(f"Output:\n```\n{text}\n```")
+        bonus = self.config.run_bonus if ok else 0.0
+        info = {"action": "run", "code_ran": ok, "success": False, "reward_components": {"turn_cost": cost, "code_ran": bonus}}
+        return [message], cost + bonus, False, last_turn, info
+
+    def _submit(self, parsed: CodeAction) -> StepResult:
+        result = grade(self.sandbox, self.task, "\n" + parsed.code, per_test_timeout_s=self.config.test_timeout_s)
+        info = {
+            "action": "submit", "success": result.success, "tests_passed": sum(result.passed),
+            "tests_total": len(result.passed), "errors": result.errors[:3], "reward_components": {"tests": result.fraction},
+        }
+        return [], result.fraction, True, False, info
+
+    def snapshot(self) -> dict[str, Any]:
+        """Task, turn count and executed cells: enough to rebuild the sandbox session by re-running them."""
+        return {"task_id": self.task.task_id, "turn": self.turn, "cells": list(self.cells)}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Rebuild the state of ``snapshot`` (after ``reset`` with the same task): re-run its cells in order."""
+        self.task = self._by_id[snapshot["task_id"]]
+        self.sandbox.reset()
+        for cell in snapshot["cells"]:
+            self.sandbox.run_python(cell, timeout_s=self.config.cell_timeout_s)
+        self.cells, self.turn = list(snapshot["cells"]), int(snapshot["turn"])
+
+    def close(self) -> None:
+        """Release the sandbox (idempotent)."""
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None

@@ -1,0 +1,138 @@
+"""The Sandbox contract shared by every backend: input checks, the request/recover cycle, context use.
+
+Invariant: a timeout, crash or OOM inside the sandbox is returned as an ExecResult and the sandbox
+is usable afterwards; only a sandbox that cannot be recovered raises.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from sandboxes.channel import FrameChannel, SessionLostError
+from sandboxes.errors import SandboxClosedError, SandboxFileError, SandboxInputError
+from sandboxes.result import ExecResult
+
+_RESULT_KEYS = ("stdout", "stderr", "exit_code", "timed_out", "oom_killed", "truncated", "duration_s", "restarted")
+
+
+def check_timeout(timeout_s: object) -> float:
+    """A positive number of seconds, else SandboxInputError naming the value."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+        raise SandboxInputError(f"timeout_s must be a number > 0, got {timeout_s!r}: pass e.g. timeout_s=10.0")
+    return float(timeout_s)
+
+
+def check_code(code: object) -> str:
+    """Cell source must be text."""
+    if not isinstance(code, str):
+        raise SandboxInputError(
+            f"code must be a str of Python source, got {type(code).__name__} {code!r:.60}: pass the cell text"
+        )
+    return code
+
+
+class Sandbox(ABC):
+    """An isolated place to run untrusted code: a stateful Python session plus one-off programs and files."""
+
+    def __init__(self) -> None:
+        self._channel: FrameChannel | None = None
+        self._closed = False
+
+    # ---- public contract -------------------------------------------------------------------
+    def run_python(self, code: str, timeout_s: float) -> ExecResult:
+        """Run a cell in the stateful session (variables, imports, files persist until reset())."""
+        request = {"op": "run", "code": check_code(code), "timeout_s": check_timeout(timeout_s)}
+        return self._run(request, request["timeout_s"])
+
+    def exec(self, argv: list[str], timeout_s: float, stdin: str | None = None) -> ExecResult:
+        """Run a one-off program (argv[0] looked up on PATH) in the work dir with its own timeout."""
+        if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
+            raise SandboxInputError(f"argv must be a non-empty list of str, got {argv!r}: e.g. ['python3', 'x.py']")
+        if stdin is not None and not isinstance(stdin, str):
+            raise SandboxInputError(f"stdin must be a str or None, got {type(stdin).__name__}")
+        timeout = check_timeout(timeout_s)
+        return self._run({"op": "exec", "argv": list(argv), "stdin": stdin, "timeout_s": timeout}, timeout)
+
+    def write_files(self, files: Mapping[str, str | bytes]) -> None:
+        """Write files (paths relative to the work dir); str content is encoded as UTF-8."""
+        encoded = {}
+        for path, data in files.items():
+            if not isinstance(path, str) or not isinstance(data, (str, bytes)):
+                raise SandboxInputError(f"write_files wants {{str path: str | bytes}}, got {path!r}: {type(data)}")
+            raw = data.encode("utf-8") if isinstance(data, str) else data
+            encoded[path] = base64.b64encode(raw).decode("ascii")
+        self._call({"op": "write", "files": encoded}, self.config.start_timeout_s)
+
+    def read_file(self, path: str) -> bytes:
+        """Read a file (relative to the work dir) up to max_read_bytes."""
+        if not isinstance(path, str):
+            raise SandboxInputError(f"path must be a str, got {type(path).__name__}")
+        return base64.b64decode(self._call({"op": "read", "path": path}, self.config.start_timeout_s)["data"])
+
+    def reset(self) -> None:
+        """Fresh session: kill every process, clear the work dir and /tmp; the sandbox stays warm."""
+        try:
+            self._call({"op": "reset"}, self.config.start_timeout_s)
+        except SessionLostError:
+            self._recover()
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release everything (container or process, temp dirs); idempotent, safe after a failed start."""
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    # ---- backend hooks -----------------------------------------------------------------------
+    config: Any
+
+    @abstractmethod
+    def _restart(self) -> None:
+        """Bring the sandbox back to a fresh running session after the old one was lost (sets _channel)."""
+
+    # ---- shared machinery --------------------------------------------------------------------
+    def _call(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        if self._closed:
+            raise SandboxClosedError(f"sandbox {self!r} is closed: create a new one (or acquire from a pool)")
+        if self._channel is None:
+            self._recover()
+        assert self._channel is not None
+        reply = self._channel.call(request, timeout_s)
+        if not reply.get("ok"):
+            raise SandboxFileError(f"sandbox {request['op']} failed: {reply.get('error')}")
+        return reply
+
+    def _recover(self) -> None:
+        self._channel = None
+        self._restart()
+
+    def _run(self, request: dict[str, Any], timeout_s: float) -> ExecResult:
+        start = time.monotonic()
+        try:
+            reply = self._call(request, timeout_s + self.config.timeout_margin_s)
+        except SessionLostError as exc:
+            self._recover()
+            hung = "did not answer in time" in str(exc)
+            note = f"the sandbox session was lost ({exc}); the sandbox was restarted: all state and files are gone"
+            return ExecResult(timed_out=hung, exit_code=None, restarted=True, note=note, duration_s=time.monotonic() - start)
+        result = {key: reply[key] for key in _RESULT_KEYS}
+        return ExecResult(**result, note=_note(result, request, self.config.memory_bytes))
+
+
+def _note(result: dict[str, Any], request: dict[str, Any], memory_bytes: int) -> str:
+    parts = []
+    if result["timed_out"]:
+        parts.append(f"timed out after {request['timeout_s']:g}s and was killed")
+    if result["oom_killed"]:
+        parts.append(f"hit the memory limit ({memory_bytes // (1024 * 1024)} MiB)")
+    if result["restarted"]:
+        parts.append("the Python session was restarted: variables and imports are lost, files are kept")
+    return "; ".join(parts)

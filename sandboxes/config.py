@@ -1,0 +1,80 @@
+"""Pydantic configs of the sandbox backends: every limit is a documented field with a safe default.
+
+`SandboxConfig` is the tagged union (by `backend`) that environment configs embed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MiB = 1024 * 1024
+
+
+class _LimitsConfig(BaseModel):
+    """Limits shared by every backend."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_bytes: int = Field(default=512 * MiB, ge=32 * MiB, description="Memory limit of the sandbox.")
+    max_processes: int = Field(default=64, ge=8, description="Processes/threads the sandbox may hold at once.")
+    max_output_bytes: int = Field(
+        default=64 * 1024, ge=1024, description="Cap per stream (stdout, stderr) of one run, enforced inside."
+    )
+    max_read_bytes: int = Field(default=16 * MiB, ge=1024, description="Largest file read_file() returns.")
+    kill_background: bool = Field(
+        default=True, description="Kill processes a cell left running when the cell ends (daemons, `&`)."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables inside the sandbox; nothing of the host's."
+    )
+    start_timeout_s: float = Field(default=30.0, gt=0, description="Seconds allowed for a sandbox to start.")
+    timeout_margin_s: float = Field(
+        default=5.0, gt=0, description="Host-side grace over a run's timeout before the session is presumed hung."
+    )
+
+
+class DockerSandboxConfig(_LimitsConfig):
+    """A hardened, long-running Docker container with a Python session inside (the default backend)."""
+
+    backend: Literal["docker"] = Field(default="docker", description="Backend name.")
+    image: str = Field(
+        default="agentrl-python:1",
+        description="Image with python3 (build offline: scripts/build_sandbox_image.sh).",
+    )
+    docker_host: str | None = Field(
+        default=None,
+        description="Engine URL; None uses $DOCKER_HOST, else unix:///var/run/docker.sock (not the CLI context).",
+    )
+    python: str = Field(default="python3", description="Python interpreter inside the image.")
+    user: str = Field(default="65534:65534", description="uid:gid the container runs as (non-root).")
+    workdir: str = Field(default="/sandbox", description="Writable tmpfs work dir (absent from the image).")
+    workdir_size_bytes: int = Field(default=64 * MiB, ge=MiB, description="Size of the work dir tmpfs.")
+    tmp_size_bytes: int = Field(default=16 * MiB, ge=MiB, description="Size of the /tmp tmpfs.")
+    workdir_exec: bool = Field(default=True, description="Allow executing files written to the work dir.")
+    cpus: float = Field(default=1.0, gt=0, le=64, description="CPU quota in cores.")
+    network_mode: Literal["none", "bridge"] = Field(default="none", description="'none' cuts all network.")
+    volumes: dict[str, str] = Field(
+        default_factory=dict, description="Host path -> container path, mounted read-only (none by default)."
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra container labels.")
+
+
+class ProcessSandboxConfig(_LimitsConfig):
+    """A local subprocess with rlimits and, where available, a private network namespace (weaker)."""
+
+    backend: Literal["process"] = Field(default="process", description="Backend name.")
+    python: str = Field(default="python3", description="Interpreter for the session (resolved on a clean PATH).")
+    memory_bytes: int = Field(
+        default=1024 * MiB, ge=64 * MiB, description="RLIMIT_AS (address space, larger than resident memory)."
+    )
+    max_processes: int = Field(default=64, ge=8, description="RLIMIT_NPROC headroom for the sandbox user.")
+    cpu_time_s: int = Field(default=600, ge=1, description="RLIMIT_CPU: CPU seconds per session process.")
+    max_file_bytes: int = Field(default=64 * MiB, ge=MiB, description="RLIMIT_FSIZE: largest file written.")
+    isolate_network: bool = Field(default=True, description="Run in a new network namespace when possible.")
+    run_as_uid: int = Field(default=65534, ge=1, description="uid/gid to drop to when started as root.")
+    base_dir: str | None = Field(default=None, description="Parent of the per-sandbox temp dirs (None: $TMPDIR).")
+
+
+SandboxConfig = Annotated[Union[DockerSandboxConfig, ProcessSandboxConfig], Field(discriminator="backend")]

@@ -1,0 +1,193 @@
+"""DockerSandbox: one hardened container per sandbox, kept running, with a Python session inside.
+
+The session server is passed as `python3 -c SOURCE` to a `docker exec` whose stdin/stdout socket
+carries the frames, so a cell costs a round trip, not a container start. Nothing of the host is
+mounted unless the config names it; the container has no network, no capabilities, a read-only root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from sandboxes.base import Sandbox
+from sandboxes.channel import FrameChannel
+from sandboxes.config import DockerSandboxConfig
+from sandboxes.errors import ImageNotFoundError, SandboxStartError, SandboxUnavailableError
+
+SERVER_SOURCE = (Path(__file__).parent / "session_server.py").read_text()
+LABEL = "agentrl.sandbox"
+OWNER_LABEL = "agentrl.owner"
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
+
+def process_start_ticks(pid: int) -> str:
+    """The kernel start time of a process: with the pid, it identifies the process despite pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """host:pid:start of the process that owns a container (the reaper checks it is still alive)."""
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{process_start_ticks(pid)}"
+
+
+def docker_url(config: DockerSandboxConfig) -> str:
+    """The engine URL: explicit config, else $DOCKER_HOST, else the default socket (never the CLI context)."""
+    return config.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+def connect(config: DockerSandboxConfig) -> docker.DockerClient:
+    """A client that answered a ping, or SandboxUnavailableError saying how to get an engine."""
+    url = docker_url(config)
+    try:
+        client = docker.DockerClient(base_url=url, timeout=max(config.start_timeout_s, 10.0))
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxUnavailableError(
+            f"no Docker engine reachable at {url} ({exc}): start one (bash scripts/docker_setup.sh, as root), "
+            "point DOCKER_HOST or DockerSandboxConfig.docker_host at it, or use ProcessSandboxConfig"
+        ) from exc
+    return client
+
+
+def check_image(client: docker.DockerClient, image: str) -> None:
+    """Fail early, with the build command, when the image is missing."""
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageNotFoundError(
+            f"sandbox image {image!r} is not on the Docker engine: build it offline with "
+            f"`bash scripts/build_sandbox_image.sh {image}` (or `docker build -t {image} sandboxes/images/python`)"
+        ) from exc
+
+
+class DockerSandbox(Sandbox):
+    """A sandbox backed by one long-running, hardened Docker container."""
+
+    _counter = 0
+    _counter_lock = threading.Lock()
+
+    def __init__(
+        self,
+        config: DockerSandboxConfig | None = None,
+        *,
+        client: docker.DockerClient | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config or DockerSandboxConfig()
+        self._container: Any = None
+        self._socket: Any = None
+        try:
+            self._client = client or connect(self.config)
+            check_image(self._client, self.config.image)
+            self._container = self._create_container(labels or {})
+            self._start_session()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def container_id(self) -> str | None:
+        """The Docker id of this sandbox's container (None after close)."""
+        return self._container.id if self._container is not None else None
+
+    def _create_container(self, labels: dict[str, str]) -> Any:
+        cfg = self.config
+        with DockerSandbox._counter_lock:
+            DockerSandbox._counter += 1
+            name = f"agentrl-sbx-{os.getpid()}-{DockerSandbox._counter}-{uuid.uuid4().hex[:6]}"
+        uid, _, gid = cfg.user.partition(":")
+        owner = f"uid={uid},gid={gid or uid}" if uid.isdigit() else ""
+        exec_flag = "exec" if cfg.workdir_exec else "noexec"
+        tmpfs = {
+            cfg.workdir: f"rw,{exec_flag},nosuid,nodev,size={cfg.workdir_size_bytes},mode=0700,{owner}".rstrip(","),
+            "/tmp": f"rw,noexec,nosuid,nodev,size={cfg.tmp_size_bytes},mode=1777",
+        }
+        try:
+            return self._client.containers.run(
+                cfg.image, ["sleep", "infinity"], detach=True, name=name, user=cfg.user,
+                network_mode=cfg.network_mode, read_only=True, tmpfs=tmpfs, cap_drop=["ALL"],
+                security_opt=["no-new-privileges"], pids_limit=cfg.max_processes,
+                mem_limit=cfg.memory_bytes, memswap_limit=cfg.memory_bytes, nano_cpus=int(cfg.cpus * 1e9),
+                environment=dict(cfg.env), labels={LABEL: "1", OWNER_LABEL: owner_tag(), **cfg.labels, **labels},
+                volumes={host: {"bind": inner, "mode": "ro"} for host, inner in cfg.volumes.items()},
+            )
+        except docker.errors.APIError as exc:
+            raise SandboxStartError(f"could not start a sandbox container from {cfg.image!r}: {exc}") from exc
+
+    def _start_session(self) -> None:
+        cfg = self.config
+        server_cfg = {
+            "workdir": cfg.workdir, "max_output_bytes": cfg.max_output_bytes, "max_read_bytes": cfg.max_read_bytes,
+            "wipe_dirs": [cfg.workdir, "/tmp"], "kill_background": cfg.kill_background, "rlimits": {},
+        }
+        env = {"HOME": cfg.workdir, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", **cfg.env}
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(
+                self._container.id, [cfg.python, "-I", "-c", SERVER_SOURCE, json.dumps(server_cfg)],
+                stdin=True, stdout=True, stderr=True, tty=False, user=cfg.user, workdir=cfg.workdir,
+                environment=env,
+            )["Id"]
+            raw = api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as exc:
+            raise SandboxStartError(f"could not start the Python session in {self._container.name}: {exc}") from exc
+        self._socket = getattr(raw, "_sock", raw)
+        fd = self._socket.fileno()
+        self._channel = FrameChannel(fd, fd, docker_mux=True, keepalive=(raw, self._socket))
+        try:
+            self._channel.call({"op": "ping"}, cfg.start_timeout_s)
+        except Exception as exc:
+            raise SandboxStartError(
+                f"the Python session in {self._container.name} did not start ({exc}); is {cfg.python!r} in "
+                f"image {cfg.image!r}? server stderr: {self._channel.stderr_tail()!r}"
+            ) from exc
+
+    def _close_socket(self) -> None:
+        if self._socket is not None:
+            try:
+                self._socket.close()
+            except OSError:
+                pass
+            self._socket = None
+        self._channel = None
+
+    def _restart(self) -> None:
+        """Restart the container: tmpfs and every process are gone, so no orphan of the old session survives."""
+        self._close_socket()
+        try:
+            self._container.restart(timeout=0)
+        except docker.errors.APIError as exc:
+            raise SandboxStartError(f"could not restart sandbox container {self._container.name}: {exc}") from exc
+        self._start_session()
+
+    def close(self) -> None:
+        """Remove the container (force); idempotent."""
+        self._closed = True
+        self._close_socket()
+        container, self._container = self._container, None
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError:
+                pass  # the engine may be gone; the pool's reaper removes labelled leftovers on its next start
+
+    def __repr__(self) -> str:
+        name = self._container.name if self._container is not None else "closed"
+        return f"DockerSandbox({name}, image={self.config.image!r})"

@@ -1,0 +1,170 @@
+"""ProcessSandbox: the session server as a local subprocess, for machines without a Docker engine.
+
+Fences: rlimits (address space, processes, file size, CPU), its own sessions and process groups, a
+private temp work dir, a new network namespace where the kernel allows it, and (when started as root)
+an unprivileged uid. Isolation is weaker than a container's, so it warns once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+
+from sandboxes.base import Sandbox
+from sandboxes.channel import FrameChannel
+from sandboxes.config import ProcessSandboxConfig
+from sandboxes.docker_backend import SERVER_SOURCE
+from sandboxes.errors import SandboxStartError, SandboxUnavailableError
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_warned = False
+
+
+def _warn_once() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            "ProcessSandbox isolation is weaker than Docker's (shared kernel, filesystem and user "
+            "accounting; rlimits instead of cgroups): use DockerSandboxConfig for untrusted code at scale",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _count_processes(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                count += os.stat(f"/proc/{entry}").st_uid == uid
+            except OSError:
+                pass
+    return count
+
+
+class ProcessSandbox(Sandbox):
+    """A sandbox backed by a local subprocess running the same session server as the Docker backend."""
+
+    def __init__(self, config: ProcessSandboxConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or ProcessSandboxConfig()
+        _warn_once()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._root_dir: str | None = None
+        python = shutil.which(self.config.python, path=SAFE_PATH) or shutil.which(self.config.python)
+        if python is None:
+            raise SandboxUnavailableError(
+                f"python interpreter {self.config.python!r} not found on {SAFE_PATH}: set ProcessSandboxConfig.python"
+            )
+        self._python = python
+        self._drop_to = self.config.run_as_uid if os.geteuid() == 0 else None
+        self.network_isolated = False
+        try:
+            self._make_dirs()
+            self._start_session()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def workdir(self) -> str:
+        """The host path of this sandbox's work dir."""
+        assert self._root_dir is not None
+        return os.path.join(self._root_dir, "work")
+
+    def _make_dirs(self) -> None:
+        self._root_dir = tempfile.mkdtemp(prefix="agentrl-sbx-", dir=self.config.base_dir)
+        for sub in ("work", "tmp"):
+            os.mkdir(os.path.join(self._root_dir, sub), 0o700)
+        if self._drop_to is not None:
+            for path in (self._root_dir, self.workdir, os.path.join(self._root_dir, "tmp")):
+                os.chown(path, self._drop_to, self._drop_to)
+
+    def _rlimits(self) -> dict[str, int]:
+        cfg = self.config
+        uid = self._drop_to if self._drop_to is not None else os.getuid()
+        # RLIMIT_NPROC counts every process of the uid, so leave room for the ones it already has.
+        nproc = cfg.max_processes + _count_processes(uid)
+        return {
+            "RLIMIT_AS": cfg.memory_bytes, "RLIMIT_NPROC": nproc,
+            "RLIMIT_FSIZE": cfg.max_file_bytes, "RLIMIT_CPU": cfg.cpu_time_s,
+        }
+
+    def _isolate(self) -> None:
+        """Runs in the child between fork and exec: new network namespace, then drop root."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        if self.config.isolate_network:
+            libc.unshare(CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET)
+        if self._drop_to is not None:
+            os.setgroups([])
+            os.setgid(self._drop_to)
+            os.setuid(self._drop_to)
+
+    def _start_session(self) -> None:
+        assert self._root_dir is not None
+        tmp = os.path.join(self._root_dir, "tmp")
+        server_cfg = {
+            "workdir": self.workdir, "max_output_bytes": self.config.max_output_bytes,
+            "max_read_bytes": self.config.max_read_bytes, "wipe_dirs": [self.workdir, tmp],
+            "kill_background": self.config.kill_background, "rlimits": self._rlimits(),
+        }
+        env = {"PATH": SAFE_PATH, "HOME": self.workdir, "TMPDIR": tmp, "LANG": "C.UTF-8",
+               "PYTHONIOENCODING": "utf-8", **self.config.env}
+        log = open(os.path.join(self._root_dir, "server.log"), "ab")
+        try:
+            self._proc = subprocess.Popen(
+                [self._python, "-I", "-c", SERVER_SOURCE, json.dumps(server_cfg)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.workdir, env=env,
+                start_new_session=True, preexec_fn=self._isolate, bufsize=0,
+            )
+        except OSError as exc:
+            raise SandboxStartError(f"could not start {self._python} for a process sandbox: {exc}") from exc
+        finally:
+            log.close()
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._channel = FrameChannel(
+            self._proc.stdout.fileno(), self._proc.stdin.fileno(), docker_mux=False, keepalive=self._proc
+        )
+        devices = self._channel.call({"op": "ping"}, self.config.start_timeout_s).get("net_devices")
+        self.network_isolated = devices is not None and set(devices) <= {"lo"}
+
+    def _stop_process(self) -> None:
+        proc, self._proc, self._channel = self._proc, None, None
+        if proc is None:
+            return
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()  # EOF: the server kills its worker and every descendant, then exits
+        try:
+            proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+    def _restart(self) -> None:
+        self._stop_process()
+        for sub in ("work", "tmp"):
+            path = os.path.join(self._root_dir or "", sub)
+            for name in os.listdir(path):
+                target = os.path.join(path, name)
+                shutil.rmtree(target) if os.path.isdir(target) and not os.path.islink(target) else os.unlink(target)
+        self._start_session()
+
+    def close(self) -> None:
+        """Stop the session and delete the temp dirs; idempotent."""
+        self._closed = True
+        self._stop_process()
+        root, self._root_dir = self._root_dir, None
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"ProcessSandbox({self._root_dir or 'closed'})"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Idempotent Docker set-up for tests and CI: install docker.io + debootstrap (Debian, as root) when no
+# engine exists, start dockerd without systemd when it is not running, wait for it, build the sandbox image.
+# Fast (< 1 s) when everything is already up. Honours DOCKER_HOST; IMAGE overrides the tag.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+IMAGE=${IMAGE:-agentrl-python:1}
+LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
+
+engine_up() { timeout 10 docker info >/dev/null 2>&1; }
+
+if ! engine_up; then
+  if [ -n "${DOCKER_HOST:-}" ]; then
+    echo "[docker] DOCKER_HOST=$DOCKER_HOST does not answer; not starting a local engine" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "[docker] no Docker engine and not root: start dockerd yourself (or use ProcessSandboxConfig)" >&2
+    exit 1
+  fi
+  if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+    echo "[docker] installing docker.io and debootstrap from Debian"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap >/dev/null
+  fi
+  if ! pgrep -x dockerd >/dev/null; then
+    echo "[docker] starting dockerd (log: $LOG)"
+    # No systemd here: run it in the background, detached from this shell (setsid), overlay2 + iptables work.
+    setsid dockerd >"$LOG" 2>&1 < /dev/null &
+  fi
+  for _ in $(seq 1 60); do
+    engine_up && break
+    sleep 0.5
+  done
+  if ! engine_up; then
+    echo "[docker] dockerd did not come up within 30 s; last log lines:" >&2
+    tail -20 "$LOG" >&2 || true
+    exit 1
+  fi
+fi
+echo "[docker] engine up: $(docker version --format '{{.Server.Version}}' 2>/dev/null)"
+bash scripts/build_sandbox_image.sh "$IMAGE"

@@ -1,0 +1,93 @@
+"""Golden values and edge cases of the advantage schemes (GSPO.md sections 2.2 and 3.2)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from agentrl.algos import broadcast_turn_advantages, group_advantages, turn_advantages
+from agentrl.errors import ConfigError
+
+
+def test_group_advantages_golden_unbiased() -> None:
+    rewards = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0])
+    adv = group_advantages(rewards, 4, eps=0.0)
+    # group 1: mean 0.75, Bessel std 0.5; group 2: mean 0.25, Bessel std 0.5
+    assert adv.tolist() == pytest.approx([0.5, -1.5, 0.5, 0.5, -0.5, -0.5, -0.5, 1.5], abs=1e-6)
+
+
+def test_group_advantages_biased_and_unscaled() -> None:
+    rewards = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    biased = group_advantages(rewards, 4, eps=0.0, unbiased=False)
+    assert biased.tolist() == pytest.approx([0.25 / math.sqrt(0.1875), -0.75 / math.sqrt(0.1875)] + [0.25 / math.sqrt(0.1875)] * 2, abs=1e-6)
+    unscaled = group_advantages(rewards, 4, scale="none")
+    assert unscaled.tolist() == pytest.approx([0.25, -0.75, 0.25, 0.25])
+
+
+def test_equal_rewards_give_exact_zero_without_eps() -> None:
+    rewards = torch.tensor([0.1, 0.1, 0.1, 0.7, 0.7, 0.7], dtype=torch.float64)
+    adv = group_advantages(rewards, 3, eps=0.0)
+    assert torch.equal(adv, torch.zeros(6, dtype=torch.float64))
+    assert group_advantages(torch.tensor([3.0, -2.0]), 1).tolist() == [0.0, 0.0]  # G = 1 -> 0
+
+
+def test_nan_reward_is_excluded_and_gets_zero() -> None:
+    adv = group_advantages(torch.tensor([1.0, float("nan"), 0.0, 0.0]), 4, eps=0.0)
+    std = math.sqrt(1 / 3)
+    assert adv.tolist() == pytest.approx([(2 / 3) / std, 0.0, -(1 / 3) / std, -(1 / 3) / std], abs=1e-6)
+
+
+def test_group_size_must_divide_batch() -> None:
+    with pytest.raises(ConfigError, match="group size 3 does not divide the batch of 4 rows"):
+        group_advantages(torch.zeros(4), 3)
+
+
+def test_outcome_scheme_repeats_episode_advantage_per_turn() -> None:
+    out = turn_advantages("outcome", [1.0, 0.0], [[None, None, None], [0.5]], 2, eps=0.0)
+    s = math.sqrt(0.5)
+    assert out == [pytest.approx([0.5 / s] * 3), pytest.approx([-0.5 / s])]
+
+
+def test_outcome_plus_turn_golden() -> None:
+    # one group of 2; turn 0 rewards 1 vs 0 -> Norm = +-0.7071; turn 1 only episode 0 has one -> 0
+    out = turn_advantages("outcome_plus_turn", [1.0, 0.0], [[1.0, 0.3], [0.0, None]], 2, eps=0.0, lam=2.0)
+    s = math.sqrt(0.5)
+    a_o = 0.5 / s
+    assert out[0] == pytest.approx([a_o + 2.0 * a_o, a_o])
+    assert out[1] == pytest.approx([-a_o - 2.0 * a_o, -a_o])
+
+
+def test_discounted_return_golden() -> None:
+    # episode 0: turn rewards [0, 1], outcome 1 -> shaped [0, 2]; gamma 0.5 -> G = [1, 2]
+    # episode 1: turn rewards [None, 0], outcome 0 -> shaped [0, 0] -> G = [0, 0]
+    out = turn_advantages("discounted_return", [1.0, 0.0], [[0.0, 1.0], [None, 0.0]], 2, eps=0.0, gamma=0.5)
+    # key (g, k): turn 0 values {1, 0} -> +-0.7071; turn 1 values {2, 0} -> +-0.7071
+    s = 1 / math.sqrt(2)
+    assert out == [pytest.approx([s, s]), pytest.approx([-s, -s])]
+    mixed = turn_advantages("discounted_return", [1.0, 0.0], [[0.0, 1.0], [None, 0.0]], 2, eps=0.0, gamma=0.5,
+                            episode_weight=1.0, step_weight=0.5)
+    a_o = 0.5 / math.sqrt(0.5)
+    assert mixed[0] == pytest.approx([a_o + 0.5 * s, a_o + 0.5 * s])
+
+
+def test_discounted_return_anchor_keys() -> None:
+    # GiGPO anchors: only turns sharing a state key are compared; a singleton key gives 0
+    out = turn_advantages("discounted_return", [1.0, 0.0], [[0.0, 0.0], [0.0]], 2, eps=0.0,
+                          step_keys=[["s0", "s1"], ["s0"]])
+    s = 1 / math.sqrt(2)
+    assert out == [pytest.approx([s, 0.0]), pytest.approx([-s])]
+
+
+def test_unknown_scheme_suggests_name() -> None:
+    with pytest.raises(ConfigError, match="Did you mean 'outcome_plus_turn'"):
+        turn_advantages("outcome_plus_turns", [1.0], [[1.0]], 1)  # type: ignore[arg-type]
+
+
+def test_broadcast_turn_advantages() -> None:
+    turn_ids = torch.tensor([[-1, 0, 0, -1, 1, 1], [-1, 0, -1, -1, -1, -1]])
+    out = broadcast_turn_advantages(turn_ids, [[0.5, -2.0], [3.0]])
+    assert out.tolist() == [[0.0, 0.5, 0.5, 0.0, -2.0, -2.0], [0.0, 3.0, 0.0, 0.0, 0.0, 0.0]]
+    with pytest.raises(ConfigError, match="turn id 1 but only 1 turn advantages"):
+        broadcast_turn_advantages(torch.tensor([[0, 1]]), [[1.0]])

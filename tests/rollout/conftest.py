@@ -1,0 +1,30 @@
+"""Fixtures of the rollout tests: the tiny model's tokenizer, and a way to build fresh embedded engines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrl.config.sections import EngineConfig
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir: Path) -> Any:
+    """The tiny model's tokenizer (ChatML template)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture()
+def make_engine(tiny_model_dir: Path) -> Callable[[], Any]:
+    """Build a fresh embedded engine on the tiny model (call inside the test's event loop; close it there)."""
+    from agentrl.engines.embedded import EmbeddedEngine
+
+    def build() -> Any:
+        return EmbeddedEngine.from_pretrained(tiny_model_dir, config=EngineConfig(max_seq_len=1024, seed=0))
+
+    return build

@@ -1,0 +1,102 @@
+"""Small deterministic environments for the rollout tests (importable as ``rollout_test_envs:Class``).
+
+``Scratchpad`` is the code-execution-style env: each action "executes a cell" that sets a variable
+from the action text, so its state depends on every action so far (replay must reproduce it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from agentrl.env import MultiTurnEnv, StepResult, user
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
+class Scratchpad(MultiTurnEnv):
+    """A python-like REPL: turn k sets ``v{k}`` from the action; replayable; optional step hooks."""
+
+    max_turns = 3
+
+    def __init__(self, num_tasks: int = 6, turns: int = 3, step_sleep_s: float = 0.0, marker_dir: str | None = None,
+                 reply_tokens: int | None = None, long_tasks: tuple[str, ...] = (), long_reply_tokens: int = 0) -> None:
+        self.num_tasks, self.turns, self.step_sleep_s = num_tasks, turns, step_sleep_s
+        self.marker_dir = Path(marker_dir) if marker_dir else None
+        self.reply_tokens, self.long_tasks, self.long_reply_tokens = reply_tokens, tuple(long_tasks), long_reply_tokens
+        self.vars: dict[str, str] = {}
+        self.task = ""
+        self.steps_taken = 0
+
+    def task_ids(self) -> list[str]:
+        return [f"task-{i}" for i in range(self.num_tasks)]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        super().reset(seed=seed)
+        self.task = (options or {}).get("task_id", "task-?")
+        self.vars = {"seed": str(seed)}
+        self.steps_taken = 0
+        return [user(f"Task {self.task}: write code.")], self._cap()
+
+    def _cap(self) -> dict[str, Any]:
+        """Reply length of this task's turns (long tasks make the heavy tail partial rollouts cut)."""
+        tokens = self.long_reply_tokens if self.task in self.long_tasks else self.reply_tokens
+        return {"max_new_tokens": tokens} if tokens else {}
+
+    def step(self, action: str) -> StepResult:
+        if self.step_sleep_s:
+            time.sleep(self.step_sleep_s)
+        before = dict(self.vars)
+        self.vars[f"v{self.steps_taken}"] = _digest(action + self.vars["seed"])
+        self.steps_taken += 1
+        if self.marker_dir is not None:
+            (self.marker_dir / f"{os.getpid()}-{uuid.uuid4().hex}").touch()
+        done = self.steps_taken >= self.turns
+        reward = float(len(action) % 3 == 0)
+        info = {"vars_before": before, "vars_after": dict(self.vars), "sandbox_time_s": 0.001, **self._cap()}
+        return [user(f">>> v{self.steps_taken - 1} = {self.vars[f'v{self.steps_taken - 1}']!r}")], reward, done, False, info
+
+
+class SnapshotScratchpad(Scratchpad):
+    """Not replayable, but restorable from ``snapshot()``."""
+
+    replayable = False
+
+    def snapshot(self) -> Any:
+        return {"vars": self.vars, "steps": self.steps_taken, "task": self.task}
+
+    def restore(self, snapshot: Any) -> None:
+        self.vars, self.steps_taken, self.task = dict(snapshot["vars"]), int(snapshot["steps"]), snapshot["task"]
+
+
+class OpaqueScratchpad(Scratchpad):
+    """Neither replayable nor snapshottable: a partial episode restarts from scratch after a reload."""
+
+    replayable = False
+
+
+class NoisyScratchpad(Scratchpad):
+    """Claims to be replayable but is not: its replies carry a random id (replay must notice)."""
+
+    def step(self, action: str) -> StepResult:
+        messages, reward, terminated, truncated, info = super().step(action)
+        return [user(f"{messages[0]['content']} #{uuid.uuid4().hex[:6]}")], reward, terminated, truncated, info
+
+
+class FlakyScratchpad(Scratchpad):
+    """Raises in ``step`` for task ids listed in ``fail_tasks``."""
+
+    def __init__(self, fail_tasks: tuple[str, ...] = ("task-1",), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fail_tasks = tuple(fail_tasks)
+
+    def step(self, action: str) -> StepResult:
+        if self.task in self.fail_tasks:
+            raise RuntimeError(f"sandbox crashed on {self.task}")
+        return super().step(action)

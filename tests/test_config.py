@@ -1,0 +1,105 @@
+"""Run configs: every file in configs/ loads; overrides; every mistake reported at once with key, value and fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from agentrl.config.loader import load_config, parse_yaml
+from agentrl.config.run import RunConfig
+from agentrl.errors import ConfigError
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny_debug.yaml"
+
+
+def test_configs_folder_is_not_empty() -> None:
+    assert TINY in CONFIGS
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_every_config_file_loads(path: Path) -> None:
+    config = load_config(path)
+    assert isinstance(config, RunConfig) and config.model.path and config.env.id
+
+
+def _all_models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    found = [model]
+    for field in model.model_fields.values():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            found.extend(_all_models(field.annotation))
+    return found
+
+
+def test_every_config_field_is_documented() -> None:
+    undocumented = [f"{m.__name__}.{name}" for m in _all_models(RunConfig) for name, f in m.model_fields.items() if not f.description]
+    assert undocumented == []
+
+
+def test_dotted_overrides_are_parsed_as_yaml() -> None:
+    config = load_config(TINY, ["trainer.lr=2e-6", "rollout.partial_rollout=true", 'rollout.stop=["\\n\\n", END]', "env.kwargs.turns=3", "logging.run_name=my run"])
+    assert config.trainer.lr == 2e-6 and isinstance(config.trainer.lr, float)
+    assert config.rollout.partial_rollout is True
+    assert config.rollout.stop == ["\n\n", "END"]
+    assert config.env.kwargs["turns"] == 3 and config.logging.run_name == "my run"
+    assert parse_yaml("1e-6") == 1e-6 and parse_yaml("-3.5E+2") == -350.0
+
+
+def test_misspelt_key_names_the_key_and_suggests_the_fix() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(TINY, ["trainer.lrr=1e-6"])
+    message = str(info.value)
+    assert "trainer.lrr: unknown key (value 1e-06)" in message and "Did you mean 'lr'?" in message
+
+
+def test_wrong_type_names_the_key_and_value() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(TINY, ["rollout.group_size=many"])
+    message = str(info.value)
+    assert "rollout.group_size: Input should be a valid integer" in message and "(got 'many')" in message
+    assert "Episodes per task" in message  # the field's documentation is part of the fix
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(TINY, ["modle.path=x", "trainer.lr=-1", "engine.kind=vllm", "not-an-override", "model.path.sub=1"])
+    message = str(info.value)
+    assert "has 5 problems" in message
+    for key in ("modle:", "trainer.lr:", "engine.kind:", "not-an-override:", "model.path.sub:"):
+        assert f"  {key}" in message
+    assert "Did you mean 'model'?" in message and "model.path is 'models/tiny', not a section" in message
+
+
+def test_env_id_and_env_kwargs_are_checked_with_the_config() -> None:
+    with pytest.raises(ConfigError, match=r"env.id: unknown environment id 'agentrl/MagicWrd-v0'. Did you mean 'agentrl/MagicWord-v0'"):
+        load_config(TINY, ["env.id=agentrl/MagicWrd-v0"])
+    with pytest.raises(ConfigError, match=r"env.kwargs.wrd: unknown key \(value 'x'\) -> Did you mean 'word'"):
+        load_config(TINY, ["env.kwargs.wrd=x"])
+    assert load_config(TINY, ["env.id=agentrl/MagicWrd-v0"], check_env=False).env.id == "agentrl/MagicWrd-v0"
+
+
+def test_cross_field_checks_say_what_to_set() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(TINY, ["engine.kind=sglang", "rollout.max_new_tokens=300", "engine.max_seq_len=128", "trainer.mini_batches=9"])
+    message = str(info.value)
+    assert "engine.urls: engine.kind is 'sglang' but no server URL is given -> set engine.urls" in message
+    assert "rollout.max_new_tokens: 300 leaves no room" in message
+    assert "rollout.max_episode_tokens: 256 exceeds engine.max_seq_len=128" in message
+    assert "trainer.mini_batches: 9 mini-batches but a step has only 8 episodes" in message
+
+
+def test_missing_sections_and_files_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="model: required key is missing"):
+        load_config(None, ["env.id=agentrl/MagicWord-v0"])
+    with pytest.raises(ConfigError, match="config file 'nope.yaml' does not exist"):
+        load_config("nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  path: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML at line 3"):
+        load_config(bad)
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must hold a mapping of sections"):
+        load_config(listing)

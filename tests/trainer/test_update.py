@@ -1,0 +1,102 @@
+"""The policy update on the tiny model: alignment, chunked logprobs, packing, N convention, recompute audit."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.trainer.batch import build_rows, pack_micro_batches, segment_row
+from agentrl.trainer.logprobs import PolicyLogprobs, naive_token_logprobs
+from agentrl.trainer.update import PolicyUpdater
+from agentrl.trajectory import TokenSegment
+
+from trainer_episodes import make_groups
+
+
+def test_segment_row_aligns_completion_to_next_token_positions() -> None:
+    seg = TokenSegment(prompt_ids=[1, 2, 3], completion_ids=[4, 5, 6, 7], logprobs=[-0.1, -0.2, 0.0, -0.4],
+                       loss_mask=[1, 1, 0, 1], turn_ids=[0, 0, -1, 1], versions=[3, 3, -1, 5])
+    row = segment_row(seg, [2.0, -1.0], episode_index=0, current_version=5, max_token_lag=None)
+    assert row.input_ids == [1, 2, 3, 4, 5, 6, 7]
+    assert row.logp_old == [0.0, 0.0, -0.1, -0.2, 0.0, -0.4]  # position 2 predicts token 4
+    assert row.mask == [False, False, True, True, False, True]
+    assert row.adv == [0.0, 0.0, 2.0, 2.0, 0.0, -1.0]
+    lagged = segment_row(seg, [2.0, -1.0], episode_index=0, current_version=5, max_token_lag=1)
+    assert lagged.mask == [False, False, False, False, False, True] and lagged.stale_tokens == 2
+
+
+def test_chunked_logprobs_match_naive_values_and_gradients(tiny_lm: torch.nn.Module) -> None:
+    ids = torch.randint(3, 2000, (3, 40), generator=torch.Generator().manual_seed(0))
+    select = torch.rand(3, 39, generator=torch.Generator().manual_seed(1)) > 0.4
+    policy = PolicyLogprobs(tiny_lm, chunk_tokens=16)
+    out = policy(ids, select, temperature=0.7)
+    naive = naive_token_logprobs(tiny_lm, ids, 0.7)
+    assert torch.allclose(out.logp_bt[select], naive[select], atol=1e-5)
+    assert bool((out.logp_bt[~select] == 0).all())
+    out.logp_bt[select].sum().backward()
+    grad_chunked = tiny_lm.lm_head.weight.grad.clone()
+    tiny_lm.zero_grad()
+    naive_token_logprobs(tiny_lm, ids, 0.7)[select].sum().backward()
+    assert torch.allclose(grad_chunked, tiny_lm.lm_head.weight.grad, atol=1e-5)
+    assert out.entropy_n.shape[0] == int(select.sum()) and bool((out.entropy_n > 0).all())
+
+
+def test_packing_respects_token_budget(tiny_lm: torch.nn.Module) -> None:
+    rows = build_rows(make_groups(tiny_lm, [[1.0, 0.0, 0.5, 0.2]] * 3, turns=3), 4, AlgorithmConfig(), 0)
+    micro = pack_micro_batches(rows, token_budget=64)
+    assert sorted(id(r) for m in micro for r in m.rows) == sorted(id(r) for r in rows)
+    for m in micro:
+        assert m.input_ids.numel() <= 64 or len(m.rows) == 1
+    padded = sum(m.input_ids.numel() for m in micro)
+    assert padded <= 1.35 * sum(r.length for r in rows)
+
+
+def _updater(lm: torch.nn.Module, **trainer_kwargs: object) -> PolicyUpdater:
+    cfg = TrainerConfig(lr=1e-3, mini_batches=2, **trainer_kwargs)  # type: ignore[arg-type]
+    return PolicyUpdater(PolicyLogprobs(lm, chunk_tokens=32), AlgorithmConfig(eps_low=0.2, eps_high=0.28), cfg,
+                         temperature=1.0, total_steps=5)
+
+
+def test_update_changes_parameters_and_skips_zero_advantage_groups(tiny_lm: torch.nn.Module) -> None:
+    before = copy.deepcopy(tiny_lm.state_dict())
+    groups = make_groups(tiny_lm, [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0], [1.0, 1.0]])
+    rows = build_rows(groups, 2, AlgorithmConfig(), 0)
+    metrics = _updater(tiny_lm).update(rows)
+    assert torch.isfinite(torch.tensor(metrics["train/loss"]))
+    assert metrics["train/skipped_zero_adv_rows"] == 4.0  # groups 1 and 3 are all-equal
+    assert metrics["train/optimizer_steps"] == 2.0
+    # on-policy logprobs at mini-batch 0: |log s| is float noise only
+    assert metrics["train/mb0_abs_log_s_max"] < 1e-5
+    assert metrics["train/clip_frac_seq"] == 0.0 or metrics["train/clip_frac_seq"] <= 0.5
+    changed = [k for k, v in tiny_lm.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed
+
+
+def test_update_is_invariant_to_micro_batch_budget(tiny_lm: torch.nn.Module) -> None:
+    groups = make_groups(tiny_lm, [[1.0, 0.0, 0.3, 0.8], [0.2, 0.9, 0.1, 0.4]], turns=3)
+    lm_small = copy.deepcopy(tiny_lm)
+    big = _updater(tiny_lm, micro_batch_tokens=100_000).update(build_rows(groups, 4, AlgorithmConfig(), 0))
+    small = _updater(lm_small, micro_batch_tokens=64).update(build_rows(groups, 4, AlgorithmConfig(), 0))
+    assert big["train/loss"] == pytest.approx(small["train/loss"], abs=1e-6)
+    for (name, a), b in zip(tiny_lm.state_dict().items(), lm_small.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_recompute_reports_engine_trainer_mismatch(tiny_lm: torch.nn.Module) -> None:
+    groups = make_groups(tiny_lm, [[1.0, 0.0], [0.0, 1.0]])
+    shift = 0.01
+    for ep in (e for g in groups for e in g):
+        seg = ep.segments[0]
+        seg.logprobs = [lp - shift if m else 0.0 for lp, m in zip(seg.logprobs, seg.loss_mask)]  # engine off by 0.01
+    updater = PolicyUpdater(PolicyLogprobs(tiny_lm), AlgorithmConfig(old_logprobs="recompute"),
+                            TrainerConfig(lr=1e-3, mini_batches=1), temperature=1.0, total_steps=1)
+    metrics = updater.update(build_rows(groups, 2, AlgorithmConfig(), 0))
+    assert metrics["mismatch/abs_mean"] == pytest.approx(shift, abs=1e-4)
+    assert metrics["mismatch/turn0/abs_max"] == pytest.approx(shift, abs=1e-4)
+    assert metrics["mismatch/kl_k3"] == pytest.approx(shift**2 / 2, rel=0.05)
+    assert metrics["mismatch/pre_update_abs_log_s_p50"] == pytest.approx(shift, abs=1e-4)
+    assert metrics["mismatch/pre_update_clip_frac_seq"] == pytest.approx(0.5)  # log s = +0.01 clips the A > 0 rows
+    assert metrics["train/mb0_abs_log_s_max"] < 1e-5  # after recompute the first mini-batch is on-policy
