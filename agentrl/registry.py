@@ -97,10 +97,10 @@ def _resolve_class_path(ref: str) -> ResolvedEnv:
         classes = [n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, MultiTurnEnv) and v is not MultiTurnEnv]
         hint = did_you_mean(attr, classes) or (f" Env classes in {module_name}: {', '.join(sorted(classes))}." if classes else "")
         raise EnvNotFoundError(f"module {module_name!r} has no attribute {attr!r} (env {ref!r}).{hint}")
-    if not (isinstance(target, type) and issubclass(target, MultiTurnEnv)) and not callable(target):
-        raise ConfigError(f"env {ref!r} is a {type(target).__name__}, not a MultiTurnEnv subclass; point env.id at a class")
     if isinstance(target, type) and not issubclass(target, MultiTurnEnv):
         raise ConfigError(f"env {ref!r} is the class {target.__name__}, which does not subclass agentrl.MultiTurnEnv; subclass it")
+    if not callable(target):
+        raise ConfigError(f"env {ref!r} is a {type(target).__name__}, not a MultiTurnEnv subclass; point env.id at a class")
     return ResolvedEnv(ref=ref, creator=target)
 
 
@@ -115,7 +115,10 @@ def _resolve_registered(env_id: str) -> ResolvedEnv:
             "or use a 'module:Class' string"
         )
     spec = gym.registry[env_id]
-    creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    try:
+        creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    except (ImportError, AttributeError) as exc:
+        raise EnvNotFoundError(f"environment {env_id!r} is registered with entry point {spec.entry_point!r}, which cannot be loaded: {exc}; fix the entry point or the module it names") from exc
     return ResolvedEnv(ref=env_id, creator=creator, spec=spec)
 
 

@@ -7,6 +7,7 @@ to fix. ``tools_system_prompt`` describes tools for chat templates that lack too
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -20,28 +21,33 @@ from agentrl.env import Message, tool
 from agentrl.errors import ConfigError, ToolCallError, did_you_mean
 from agentrl.toolcall import parse_tool_calls
 
-_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_ARG_HEADERS = {"args", "arguments", "parameters"}
+_OTHER_HEADERS = {"returns", "raises", "yields", "example", "examples", "note", "notes"}
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """Split a Google-style docstring into (description, {argument: description})."""
-    description_lines: list[str] = []
+    description: list[str] = []
     arg_docs: dict[str, str] = {}
-    section, current = "description", None
+    section, current = "description", ""
     for line in inspect.cleandoc(doc).splitlines():
         stripped = line.strip()
-        if stripped.rstrip(":").lower() in {"args", "arguments", "parameters"} and stripped.endswith(":"):
-            section = "args"
-        elif stripped.rstrip(":").lower() in {"returns", "raises", "yields", "example", "examples"} and stripped.endswith(":"):
-            section = "other"
-        elif section == "description":
-            description_lines.append(stripped)
-        elif section == "args" and (match := _ARG_LINE.match(line)) and line.startswith((" ", "\t")) and not line.startswith(" " * 8):
+        header = stripped[:-1].lower() if stripped.endswith(":") else ""
+        if header in _ARG_HEADERS or header in _OTHER_HEADERS:
+            section = "args" if header in _ARG_HEADERS else "other"
+            continue
+        if section == "description":
+            description.append(stripped)
+            continue
+        indent = len(line) - len(line.lstrip())
+        match = _ARG_LINE.match(stripped)
+        if section == "args" and match and indent <= 4:  # "name (type): text" opens an argument
             current = match.group(1).lstrip("*")
             arg_docs[current] = match.group(2).strip()
-        elif section == "args" and current and stripped:
+        elif section == "args" and current and stripped:  # deeper-indented continuation line
             arg_docs[current] = f"{arg_docs[current]} {stripped}".strip()
-    return " ".join(" ".join(description_lines).split()), arg_docs
+    return " ".join(" ".join(description).split()), arg_docs
 
 
 def _strip_titles(schema: Any) -> Any:
@@ -81,7 +87,10 @@ class Tool:
             )
             expected = ", ".join(self.schema["function"]["parameters"]["properties"]) or "no arguments"
             raise ToolCallError(f"invalid arguments for tool {self.name!r}: {problems} (expected: {expected})") from exc
-        return self.fn(**{name: getattr(validated, name) for name in type(validated).model_fields})
+        result = self.fn(**{name: getattr(validated, name) for name in type(validated).model_fields})
+        if inspect.iscoroutine(result):  # async tools run to completion here: env.step is synchronous
+            result = asyncio.run(result)
+        return result
 
 
 def as_tool(fn: Callable[..., Any] | Tool, *, name: str | None = None) -> Tool:

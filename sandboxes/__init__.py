@@ -2,7 +2,7 @@
 
 from sandboxes.base import Sandbox
 from sandboxes.config import DockerSandboxConfig, ProcessSandboxConfig, SandboxConfig
-from sandboxes.docker_backend import DockerSandbox
+from sandboxes.docker_backend import DockerSandbox, docker_available
 from sandboxes.errors import (
     ImageNotFoundError,
     SandboxClosedError,
@@ -15,7 +15,7 @@ from sandboxes.errors import (
     SandboxStartError,
     SandboxUnavailableError,
 )
-from sandboxes.factory import make_sandbox
+from sandboxes.factory import make_sandbox, parse_sandbox_config
 from sandboxes.pool import SandboxPool
 from sandboxes.process_backend import ProcessSandbox
 from sandboxes.reaper import reap_stale_containers
@@ -25,5 +25,6 @@ __all__ = [
     "DockerSandbox", "DockerSandboxConfig", "ExecResult", "ImageNotFoundError", "ProcessSandbox",
     "ProcessSandboxConfig", "Sandbox", "SandboxClosedError", "SandboxConfig", "SandboxConfigError",
     "SandboxCrashedError", "SandboxError", "SandboxFileError", "SandboxInputError", "SandboxPool",
-    "SandboxPoolError", "SandboxStartError", "SandboxUnavailableError", "make_sandbox", "reap_stale_containers",
+    "SandboxPoolError", "SandboxStartError", "SandboxUnavailableError", "docker_available", "make_sandbox",
+    "parse_sandbox_config", "reap_stale_containers",
 ]

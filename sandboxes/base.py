@@ -88,7 +88,9 @@ class Sandbox(ABC):
     def __enter__(self) -> Sandbox:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     # ---- backend hooks -----------------------------------------------------------------------
@@ -122,7 +124,8 @@ class Sandbox(ABC):
             self._recover()
             hung = "did not answer in time" in str(exc)
             note = f"the sandbox session was lost ({exc}); the sandbox was restarted: all state and files are gone"
-            return ExecResult(timed_out=hung, exit_code=None, restarted=True, note=note, duration_s=time.monotonic() - start)
+            elapsed = time.monotonic() - start
+            return ExecResult(timed_out=hung, exit_code=None, restarted=True, note=note, duration_s=elapsed)
         result = {key: reply[key] for key in _RESULT_KEYS}
         return ExecResult(**result, note=_note(result, request, self.config.memory_bytes))
 

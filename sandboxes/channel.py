@@ -46,7 +46,8 @@ class FrameChannel:
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            select.select([], [self._write_fd], [], 5.0)
+            if not select.select([], [self._write_fd], [], 30.0)[1]:
+                raise SessionLostError("session server stopped reading its requests for 30 s")
             view = view[os.write(self._write_fd, view) :]
 
     def _read(self, n: int, deadline: float) -> bytes:

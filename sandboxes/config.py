@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -77,4 +77,4 @@ class ProcessSandboxConfig(_LimitsConfig):
     base_dir: str | None = Field(default=None, description="Parent of the per-sandbox temp dirs (None: $TMPDIR).")
 
 
-SandboxConfig = Annotated[Union[DockerSandboxConfig, ProcessSandboxConfig], Field(discriminator="backend")]
+SandboxConfig = Annotated[DockerSandboxConfig | ProcessSandboxConfig, Field(discriminator="backend")]

@@ -12,18 +12,19 @@ import os
 import socket
 import threading
 import uuid
-from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
+import requests
 
 from sandboxes.base import Sandbox
 from sandboxes.channel import FrameChannel
 from sandboxes.config import DockerSandboxConfig
 from sandboxes.errors import ImageNotFoundError, SandboxStartError, SandboxUnavailableError
+from sandboxes.session import server_source
 
-SERVER_SOURCE = (Path(__file__).parent / "session_server.py").read_text()
+SERVER_SOURCE = server_source()
 LABEL = "agentrl.sandbox"
 OWNER_LABEL = "agentrl.owner"
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
@@ -55,7 +56,7 @@ def connect(config: DockerSandboxConfig) -> docker.DockerClient:
     try:
         client = docker.DockerClient(base_url=url, timeout=max(config.start_timeout_s, 10.0))
         client.ping()
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxUnavailableError(
             f"no Docker engine reachable at {url} ({exc}): start one (bash scripts/docker_setup.sh, as root), "
             "point DOCKER_HOST or DockerSandboxConfig.docker_host at it, or use ProcessSandboxConfig"
@@ -72,6 +73,16 @@ def check_image(client: docker.DockerClient, image: str) -> None:
             f"sandbox image {image!r} is not on the Docker engine: build it offline with "
             f"`bash scripts/build_sandbox_image.sh {image}` (or `docker build -t {image} sandboxes/images/python`)"
         ) from exc
+
+
+def docker_available(config: DockerSandboxConfig | None = None) -> bool:
+    """Whether a Docker engine answers and has the configured image (to choose a backend at start-up)."""
+    config = config or DockerSandboxConfig()
+    try:
+        check_image(connect(config), config.image)
+    except (SandboxUnavailableError, ImageNotFoundError):
+        return False
+    return True
 
 
 class DockerSandbox(Sandbox):
@@ -91,10 +102,11 @@ class DockerSandbox(Sandbox):
         self.config = config or DockerSandboxConfig()
         self._container: Any = None
         self._socket: Any = None
+        self._labels = dict(labels or {})
         try:
             self._client = client or connect(self.config)
             check_image(self._client, self.config.image)
-            self._container = self._create_container(labels or {})
+            self._container = self._create_container(self._labels)
             self._start_session()
         except BaseException:
             self.close()
@@ -126,7 +138,7 @@ class DockerSandbox(Sandbox):
                 environment=dict(cfg.env), labels={LABEL: "1", OWNER_LABEL: owner_tag(), **cfg.labels, **labels},
                 volumes={host: {"bind": inner, "mode": "ro"} for host, inner in cfg.volumes.items()},
             )
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxStartError(f"could not start a sandbox container from {cfg.image!r}: {exc}") from exc
 
     def _start_session(self) -> None:
@@ -144,7 +156,7 @@ class DockerSandbox(Sandbox):
                 environment=env,
             )["Id"]
             raw = api.exec_start(exec_id, socket=True)
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxStartError(f"could not start the Python session in {self._container.name}: {exc}") from exc
         self._socket = getattr(raw, "_sock", raw)
         fd = self._socket.fileno()
@@ -171,7 +183,9 @@ class DockerSandbox(Sandbox):
         self._close_socket()
         try:
             self._container.restart(timeout=0)
-        except docker.errors.APIError as exc:
+        except docker.errors.NotFound:  # removed behind our back: start a fresh one
+            self._container = self._create_container(self._labels)
+        except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxStartError(f"could not restart sandbox container {self._container.name}: {exc}") from exc
         self._start_session()
 
@@ -185,7 +199,7 @@ class DockerSandbox(Sandbox):
                 container.remove(force=True)
             except docker.errors.NotFound:
                 pass
-            except docker.errors.APIError:
+            except (docker.errors.DockerException, requests.RequestException):
                 pass  # the engine may be gone; the pool's reaper removes labelled leftovers on its next start
 
     def __repr__(self) -> str:

@@ -24,6 +24,8 @@ from sandboxes.errors import SandboxStartError, SandboxUnavailableError
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Loaded once here: dlopen between fork and exec (in preexec_fn) could deadlock in a threaded host.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 _warned = False
 
 
@@ -100,9 +102,8 @@ class ProcessSandbox(Sandbox):
 
     def _isolate(self) -> None:
         """Runs in the child between fork and exec: new network namespace, then drop root."""
-        libc = ctypes.CDLL(None, use_errno=True)
         if self.config.isolate_network:
-            libc.unshare(CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET)
+            _LIBC.unshare(CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET)
         if self._drop_to is not None:
             os.setgroups([])
             os.setgid(self._drop_to)

@@ -8,6 +8,15 @@ IMAGE=${IMAGE:-agentrl-python:1}
 LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 
 engine_up() { timeout 10 docker info >/dev/null 2>&1; }
+dockerd_running() { pgrep -x dockerd >/dev/null 2>&1 || pidof dockerd >/dev/null 2>&1; }
+wait_engine() {  # up to $1 half-second tries
+  for _ in $(seq 1 "$1"); do
+    engine_up && return 0
+    dockerd_running || return 1
+    sleep 0.5
+  done
+  return 1
+}
 
 if ! engine_up; then
   if [ -n "${DOCKER_HOST:-}" ]; then
@@ -23,17 +32,20 @@ if ! engine_up; then
     apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap >/dev/null
   fi
-  if ! pgrep -x dockerd >/dev/null; then
+  if ! dockerd_running; then
     echo "[docker] starting dockerd (log: $LOG)"
-    # No systemd here: run it in the background, detached from this shell (setsid), overlay2 + iptables work.
+    # No systemd here: run it detached (setsid). Defaults (overlay2, iptables-nft) worked on this machine.
     setsid dockerd >"$LOG" 2>&1 < /dev/null &
+    wait_engine 40 || true
   fi
-  for _ in $(seq 1 60); do
-    engine_up && break
-    sleep 0.5
-  done
+  if ! engine_up && ! dockerd_running; then
+    # Sandboxes need no network: where iptables or the bridge cannot be set up (nested containers), run without.
+    echo "[docker] dockerd exited; retrying with --iptables=false --bridge=none (log: $LOG)"
+    setsid dockerd --iptables=false --ip6tables=false --bridge=none >>"$LOG" 2>&1 < /dev/null &
+  fi
+  wait_engine 60 || true
   if ! engine_up; then
-    echo "[docker] dockerd did not come up within 30 s; last log lines:" >&2
+    echo "[docker] dockerd did not come up; last log lines:" >&2
     tail -20 "$LOG" >&2 || true
     exit 1
   fi

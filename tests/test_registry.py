@@ -94,3 +94,14 @@ def test_register_env_is_idempotent_and_listing_skips_non_text_envs() -> None:
     assert "CartPole-v1" not in ids and ids == sorted(ids)
     info = next(i for i in list_envs() if i.id == "agentrl/GuessNumber-v0")
     assert info.entry_point == "envs.guess_number:GuessNumber" and info.max_turns == 7
+
+
+def test_broken_entry_points_and_non_class_targets_are_reported() -> None:
+    register_env("mine/Broken-v0", entry_point="no_such_module_xyz:Env")
+    try:
+        with pytest.raises(EnvNotFoundError, match="'mine/Broken-v0' is registered with entry point 'no_such_module_xyz:Env', which cannot be loaded"):
+            resolve_env("mine/Broken-v0")
+    finally:
+        gym.registry.pop("mine/Broken-v0")
+    with pytest.raises(ConfigError, match="'math:pi' is a float, not a MultiTurnEnv subclass"):
+        resolve_env("math:pi")

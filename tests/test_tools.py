@@ -150,3 +150,13 @@ def test_template_tool_support_is_detected(tiny_model_dir) -> None:  # noqa: ANN
         "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     )
     assert template_supports_tools(tokenizer)
+
+
+async def fetch(key: str) -> str:
+    """Look a key up asynchronously."""
+    return key[::-1]
+
+
+def test_async_tools_run_to_completion() -> None:
+    (message,) = execute_tool_calls(format_tool_call("fetch", {"key": "abc"}), [fetch])
+    assert message == {"role": "tool", "content": "cba", "name": "fetch"}

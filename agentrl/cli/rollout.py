@@ -96,8 +96,8 @@ async def collect(args: argparse.Namespace) -> Path:
     dataset = TaskDataset.from_env(env_factory(), seed=cfg.rollout.seed, epochs=args.epochs, num_tasks=args.num_tasks)
     if dataset.total is None:
         raise ConfigError(f"env {cfg.env.id!r} has no task ids; pass --num-tasks N to collect N tasks")
+    buffer = RolloutBuffer(run_dir / BUFFER_FILE)  # before the model loads: a bad buffer fails fast
     engine = _make_engine(cfg)
-    buffer = RolloutBuffer(run_dir / BUFFER_FILE)
     tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
     orchestrator = RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
     try:

@@ -181,9 +181,15 @@ async def _server_info(request: web.Request) -> web.Response:
     })
 
 
+def make_runner(engine: EmbeddedEngine) -> web.AppRunner:
+    """An AppRunner whose handlers are cancelled when the client disconnects: like SGLang, a dropped
+    /generate connection aborts its request instead of decoding for nobody."""
+    return web.AppRunner(create_app(engine), access_log=None, handler_cancellation=True, shutdown_timeout=5.0)
+
+
 async def serve(engine: EmbeddedEngine, host: str, port: int) -> None:
     """Serve until cancelled (Ctrl-C); closes the engine on the way out."""
-    runner = web.AppRunner(create_app(engine), access_log=None)
+    runner = make_runner(engine)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -25,6 +25,7 @@ from agentrl.trainer.distributed import DistInfo, decoder_layers_of, full_state_
 from agentrl.trainer.episode_stats import episode_metrics
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.reporting import RunReporter
+from agentrl.trainer.seeding import SeededEngine
 from agentrl.trainer.sync import sync_weights
 from agentrl.trainer.update import PolicyUpdater
 from agentrl.trainer.validate import check_engine_logprobs, check_resume, validate_run_config, write_run_meta
@@ -90,7 +91,10 @@ def _load_policy(cfg: RunConfig, model_dir: Path | str, dist: DistInfo) -> tuple
 
     lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(_device(cfg))  # fp32 master weights
     if cfg.trainer.gradient_checkpointing:
-        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(lm, "activation_checkpointing_enable"):  # the name transformers 5 uses
+            lm.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     lm.config.use_cache = False
     lm.train()
     policy = PolicyLogprobs(lm, cfg.trainer.logprob_chunk_tokens)
@@ -103,7 +107,6 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
     """Validate, then load model, engine, env, dataset, buffer, orchestrator and reporter."""
     from transformers import AutoTokenizer
 
-    validate_run_config(cfg, dist.world_size)
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     ckpt = latest_checkpoint(run_dir) if resume else None
     if resume and ckpt is None:
@@ -145,6 +148,8 @@ def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, A
     probe.close()
     engine = _make_engine(cfg)
     check_engine_logprobs(engine.semantics, cfg)
+    if cfg.trainer.deterministic:  # engine RNG state is not checkpointable: seed each request by its content
+        engine = SeededEngine(engine, cfg.trainer.seed)
     buffer = RolloutBuffer(run_dir / BUFFER_FILE)
     return engine, RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
 
@@ -172,6 +177,8 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
     cfg, total = s.cfg, s.cfg.trainer.steps
     for step in range(s.start_step + 1, total + 1):
         started = time.perf_counter()
+        if isinstance(s.engine, SeededEngine):
+            s.engine.set_step(step)
         batch = await s.orchestrator.collect_step(step) if s.dist.is_main else None
         groups, rollout_metrics, exhausted = _broadcast(
             (batch.groups, batch.metrics, batch.exhausted) if batch is not None else None, s.dist)
@@ -215,6 +222,7 @@ async def _close(s: Session) -> None:
 async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str | Path | None = None) -> Path:
     """Run (or resume) training; returns the run directory."""
     dist = init_distributed()
+    validate_run_config(cfg, dist.world_size)
     run_dir = make_run_dir(cfg, config_name, resume) if dist.is_main else None
     run_dir = Path(_broadcast(str(run_dir) if run_dir else None, dist))
     session = await build_session(cfg, run_dir, dist, resume is not None)

@@ -60,10 +60,12 @@ class RunReporter:
         if mode == "disabled" or self.cfg.wandb_project is None:
             return None
         try:
+            import uuid
+
             import wandb
 
             id_file = self.run_dir / "wandb_id"
-            run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+            run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
             id_file.write_text(run_id)
             return wandb.init(project=self.cfg.wandb_project, dir=str(self.run_dir), mode=mode, id=run_id,
                               resume="allow", config=config, name=self.run_dir.name)

@@ -32,7 +32,7 @@ def write_weights_dir(lm: nn.Module, state: dict[str, torch.Tensor], weights_roo
     return final
 
 
-async def sync_weights(engine: InferenceEngine, lm: nn.Module, version: int, *, transport: str,
+async def sync_weights(engine: InferenceEngine | None, lm: nn.Module, version: int, *, transport: str,
                        weights_root: Path, dist: DistInfo = DistInfo()) -> float:
     """Push the LM's weights to ``engine`` as ``version``; returns the seconds it took.
 
@@ -42,7 +42,8 @@ async def sync_weights(engine: InferenceEngine, lm: nn.Module, version: int, *, 
     start = time.perf_counter()
     state = full_state_dict(lm)  # every rank joins the all-gather under FSDP
     if transport == "state_dict":
-        await engine.update_weights(state, version=version)
+        if engine is not None:  # under torchrun only rank 0 holds the engine
+            await engine.update_weights(state, version=version)
     elif dist.is_main:
         directory = write_weights_dir(lm, state, weights_root, version)
         await engine.update_weights(str(directory), version=version)

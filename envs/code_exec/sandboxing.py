@@ -75,7 +75,7 @@ def check_settings(settings: dict[str, Any]) -> None:
 
 def open_sandbox(settings: dict[str, Any]) -> Any:
     """Start a sandbox from the env's ``sandbox`` settings (kind plus the backend's own config fields)."""
-    from sandboxes.factory import make_sandbox
+    from sandboxes import make_sandbox
 
     kind = resolve_kind(settings)
     return make_sandbox(sandbox_config(settings, kind))

@@ -72,14 +72,18 @@ def test_groups_tokens_and_logprobs_come_from_the_engine(make_engine: Callable[[
     for group in batch.groups:
         assert len(group) == 3 and len({e.episode_id for e in group}) == 3
         assert len({(e.task_id, e.group_id, e.seed) for e in group}) == 1 and all(e.status == "complete" for e in group)
-    calls = {tuple(inp): res for inp, res in engine.calls}
+    calls: dict[tuple[int, ...], list[GenerateResult]] = {}
+    for inp, res in engine.calls:
+        calls.setdefault(tuple(inp), []).append(res)
     for ep in (e for g in batch.groups for e in g):
         seg = ep.segment
         for turn, start in _turn_starts(ep).items():
-            res = calls[tuple(seg.prompt_ids + seg.completion_ids[:start])]  # the engine saw exactly this prefix
+            # The engine saw exactly this prefix and returned exactly these tokens and logprobs.
+            [res] = [r for r in calls[tuple(seg.prompt_ids + seg.completion_ids[:start])] if r.output_ids == seg.completion_ids[start:start + len(r.output_ids)]]
             n = len(res.output_ids)
-            assert seg.completion_ids[start:start + n] == res.output_ids and seg.logprobs[start:start + n] == res.logprobs
+            assert seg.logprobs[start:start + n] == res.logprobs and res.finish_reason != "abort"
             assert seg.loss_mask[start:start + n] == [1] * n and seg.turn_ids[start:start + n] == [turn] * n
+            assert seg.versions[start:start + n] == res.token_versions()
         rendered = orch.assembler.render(ep.messages[:-1], add_generation_prompt=True)
         assert orch.assembler.decode(seg.input_ids).startswith(rendered)  # env messages rendered once, by the template
     ep = batch.groups[0][0]
@@ -207,7 +211,9 @@ def test_env_that_raises_in_step(on_failure: str, make_engine: Callable[[], Any]
     async def scenario() -> None:
         engine = make_engine()
         buffer = RolloutBuffer(tmp_path / "b.sqlite")
-        orch = _orchestrator(engine, tiny_tokenizer, _cfg(on_failure=on_failure, partial_rollout=False), lambda: FlakyScratchpad(num_tasks=4), buffer)
+        first = TaskDataset.from_env(Scratchpad(num_tasks=4)).task_at(0)  # the first task issued fails
+        env = lambda: FlakyScratchpad(num_tasks=4, fail_tasks=(first,))  # noqa: E731
+        orch = _orchestrator(engine, tiny_tokenizer, _cfg(on_failure=on_failure, partial_rollout=False), env, buffer)
         try:
             if on_failure == "fail":
                 with pytest.raises(RolloutError, match="sandbox crashed"):
@@ -215,9 +221,9 @@ def test_env_that_raises_in_step(on_failure: str, make_engine: Callable[[], Any]
                 assert buffer.last_step() is None  # nothing half-written
                 return
             batch = await orch.collect_step(1)
-            assert len(batch.groups) == 2 and "task-1" not in {g[0].task_id for g in batch.groups}
+            assert len(batch.groups) == 2 and first not in {g[0].task_id for g in batch.groups}
             [dropped] = batch.dropped
-            assert dropped[0].task_id == "task-1" and any("env: RuntimeError: sandbox crashed on task-1" in (e.error or "") for e in dropped)
+            assert dropped[0].task_id == first and any(f"env: RuntimeError: sandbox crashed on {first}" in (e.error or "") for e in dropped)
             assert batch.metrics["rollout/groups_dropped"] == 1 and buffer.counts()["dropped"] == 1
         finally:
             await orch.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -30,12 +30,18 @@ def require_docker() -> None:
         pytest.skip(f"no Docker engine/image: {exc}")
 
 
-def config_for(backend: str, **overrides: object) -> DockerSandboxConfig | ProcessSandboxConfig:
+def _config_for(backend: str, **overrides: object) -> DockerSandboxConfig | ProcessSandboxConfig:
     """A config of the named backend with small, test-friendly limits."""
     if backend == "docker":
         require_docker()
         return DockerSandboxConfig(**overrides)  # type: ignore[arg-type]
     return ProcessSandboxConfig(**overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def config_for() -> Callable[..., DockerSandboxConfig | ProcessSandboxConfig]:
+    """`config_for(backend, **overrides)`: a config of that backend (docker ones skip/fail without Docker)."""
+    return _config_for
 
 
 @pytest.fixture(params=BACKENDS)
@@ -53,12 +59,17 @@ def sandbox(backend: str) -> Iterator[Sandbox]:
     if sb is None or sb._closed:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "ProcessSandbox isolation", RuntimeWarning)
-            sb = _shared[backend] = make_sandbox(config_for(backend, max_output_bytes=4096))
+            sb = _shared[backend] = make_sandbox(_config_for(backend, max_output_bytes=4096))
     yield sb
     try:
         sb.reset()
     except SandboxError:
         sb.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Expected on every process-backend start; test_contract checks it is raised (once).
+    config.addinivalue_line("filterwarnings", "ignore:ProcessSandbox isolation:RuntimeWarning")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

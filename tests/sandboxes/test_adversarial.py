@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from sandboxes import ExecResult, Sandbox, make_sandbox
-from tests.sandboxes.conftest import config_for
+
+ConfigFactory = Callable[..., Any]  # the `config_for` fixture
+
 
 MARGIN_S = 3.0
 
@@ -50,7 +54,10 @@ def test_200_mb_of_stdout_is_capped_inside(sandbox: Sandbox) -> None:
 def test_no_outbound_network(sandbox: Sandbox) -> None:
     if not getattr(sandbox, "network_isolated", True):
         pytest.skip("this kernel allows no network namespace for the process backend")
-    code = "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('CONNECTED')\nexcept OSError as e:\n    print('blocked', e)"
+    code = (
+        "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('CONNECTED')\n"
+        "except OSError as e:\n    print('blocked', e)"
+    )
     result = run_contained(sandbox, code, 5.0)
     assert result.stdout.startswith("blocked")
 
@@ -62,7 +69,9 @@ def test_cannot_write_system_dirs_or_be_root(sandbox: Sandbox) -> None:
     assert not os.path.exists("/usr/evil")
 
 
-def test_no_docker_socket_or_host_secrets(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_docker_socket_or_host_secrets(
+    backend: str, monkeypatch: pytest.MonkeyPatch, config_for: ConfigFactory
+) -> None:
     monkeypatch.setenv("AGENTRL_TEST_SECRET", "hunter2-secret")
     with make_sandbox(config_for(backend)) as sandbox:
         code = (

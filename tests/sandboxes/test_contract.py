@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from sandboxes import Sandbox, SandboxClosedError, SandboxFileError, SandboxInputError, make_sandbox
-from tests.sandboxes.conftest import config_for
+
+ConfigFactory = Callable[..., Any]  # the `config_for` fixture
 
 
 def test_cells_share_state_until_reset(sandbox: Sandbox) -> None:
@@ -21,9 +24,12 @@ def test_cells_share_state_until_reset(sandbox: Sandbox) -> None:
 
 
 def test_files_round_trip_and_reset_clears_them(sandbox: Sandbox) -> None:
-    sandbox.write_files({"data/in.txt": "héllo\n", "blob.bin": bytes(range(256))})
-    assert sandbox.read_file("blob.bin") == bytes(range(256))
-    cell = sandbox.run_python("print(open('data/in.txt').read().upper(), end='')\n_ = open('out.txt','w').write('ok')", 5)
+    big = bytes(range(256)) * 16384  # 4 MiB: a multi-chunk frame each way
+    sandbox.write_files({"data/in.txt": "héllo\n", "blob.bin": big})
+    assert sandbox.read_file("blob.bin") == big
+    cell = sandbox.run_python(
+        "print(open('data/in.txt').read().upper(), end='')\n_ = open('out.txt','w').write('ok')", 5
+    )
     assert cell.stdout == "HÉLLO\n"
     assert sandbox.read_file("out.txt") == b"ok"
     sandbox.reset()
@@ -89,7 +95,7 @@ def test_bad_input_names_the_fix(sandbox: Sandbox) -> None:
     assert sandbox.run_python("print(1)", 5).ok
 
 
-def test_close_is_idempotent_and_cleans_up(backend: str) -> None:
+def test_close_is_idempotent_and_cleans_up(backend: str, config_for: ConfigFactory) -> None:
     sandbox = make_sandbox(config_for(backend))
     with sandbox:
         assert sandbox.run_python("1 + 1", 5).stdout == "2\n"
@@ -100,7 +106,9 @@ def test_close_is_idempotent_and_cleans_up(backend: str) -> None:
         assert sandbox.container_id is None  # type: ignore[attr-defined]
 
 
-def test_process_backend_warns_once_that_isolation_is_weaker(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_process_backend_warns_once_that_isolation_is_weaker(
+    monkeypatch: pytest.MonkeyPatch, config_for: ConfigFactory
+) -> None:
     from sandboxes import process_backend
 
     monkeypatch.setattr(process_backend, "_warned", False)
@@ -111,3 +119,21 @@ def test_process_backend_warns_once_that_isolation_is_weaker(monkeypatch: pytest
         second = make_sandbox(config_for("process"))
     first.close()
     second.close()
+
+
+def test_exec_streams_large_stdin_and_refuses_oversized_reads(sandbox: Sandbox) -> None:
+    big = "a" * 1_000_000  # larger than a pipe buffer: the server must feed it while draining output
+    assert sandbox.exec(["wc", "-c"], 10, stdin=big).stdout.strip() == "1000000"
+    sandbox.run_python(f"_ = open('big.bin', 'wb').write(bytes({sandbox.config.max_read_bytes + 1}))", 5)
+    with pytest.raises(SandboxFileError, match="max_read_bytes"):
+        sandbox.read_file("big.bin")
+
+
+def test_timeout_kills_the_cells_children_too(sandbox: Sandbox) -> None:
+    code = "import subprocess\nsubprocess.Popen(['sleep', '4321.5'])\nwhile True: pass"
+    assert sandbox.run_python(code, 0.5).timed_out
+    probe = (
+        "import glob\nn = 0\nfor p in glob.glob('/proc/[0-9]*/cmdline'):\n"
+        "    try:\n        n += b'4321.5' in open(p, 'rb').read()\n    except OSError:\n        pass\nprint(n)"
+    )
+    assert sandbox.run_python(probe, 5).stdout == "0\n"

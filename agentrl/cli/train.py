@@ -1,0 +1,55 @@
+"""``agentrl train CONFIG [overrides] [--resume RUN_DIR] [--dry-run]``: the whole RL loop.
+
+Under ``torchrun --nproc-per-node N`` the same command trains data-parallel with FSDP2; rank 0
+owns the engine (embedded, or the SGLang servers listed in engine.urls) and the rollouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``train`` subcommand."""
+    parser = subparsers.add_parser("train", help="Train a policy with GSPO-token on an environment.", description=__doc__)
+    add_arguments(parser)
+    parser.set_defaults(func=run_command)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The train command's arguments (shared with ``python -m agentrl.cli.train``)."""
+    parser.add_argument("config", help="Run config YAML (see configs/).")
+    parser.add_argument("overrides", nargs="*", help="Dotted overrides, e.g. trainer.lr=1e-6 algorithm.loss=gspo.")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR from its latest checkpoint.")
+    parser.add_argument("--dry-run", action="store_true", help="Validate the config (and the resume dir) and exit.")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Load and validate the config, then train (or stop after validation with --dry-run)."""
+    from agentrl.config.loader import load_config
+    from agentrl.trainer.loop import train
+    from agentrl.trainer.validate import check_resume, validate_run_config
+
+    cfg = load_config(args.config, args.overrides)
+    validate_run_config(cfg)
+    if args.resume:
+        check_resume(Path(args.resume), cfg)
+    if args.dry_run:
+        print(f"[train] config {args.config!r} is valid ({cfg.trainer.steps} steps, loss {cfg.algorithm.loss})")
+        return 0
+    run_dir = train(cfg, config_name=Path(args.config).stem, resume=args.resume)
+    print(f"[train] run directory: {run_dir}", flush=True)
+    return 0
+
+
+def main() -> int:
+    """``python -m agentrl.cli.train``: the entry point torchrun launches."""
+    parser = argparse.ArgumentParser(prog="agentrl-train", description=__doc__)
+    add_arguments(parser)
+    return run_command(parser.parse_args())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""Benchmark the embedded engine, side by side in one run, and print JSON.
+
+1. decode throughput vs transformers ``generate()`` (batch 16, 128 new tokens, sampling on);
+2. 64 concurrent requests of mixed lengths: continuous batching vs static batches;
+3. the same 64 requests through ``agentrl serve`` over HTTP (SGLangEngine) vs in process.
+
+Usage: .venv/bin/python scripts/bench_engine.py [--model DIR] [--threads 1] [--out bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from agentrl.config.sections import EngineConfig
+from agentrl.engines.base import SamplingParams
+from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.engines.sglang_http import SGLangEngine
+
+
+def hf_generate_tps(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: int) -> float:
+    """Tokens/s of transformers generate() with full-vocab sampling at T=1."""
+    kwargs = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, pad_token_id=0)
+    model.generate(prompts[:, :4], max_new_tokens=4, min_new_tokens=4, **kwargs)  # warm-up
+    started = time.perf_counter()
+    out = model.generate(prompts, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **kwargs)
+    elapsed = time.perf_counter() - started
+    return (out.shape[1] - prompts.shape[1]) * prompts.shape[0] / elapsed
+
+
+async def engine_tps(engine: object, prompts: list[list[int]], params: list[SamplingParams], static_batch: int | None = None) -> float:
+    """Tokens/s for all requests at once (continuous) or in static chunks that wait for their slowest."""
+    await engine.generate(prompts[0][:4], SamplingParams(max_new_tokens=4, ignore_eos=True))  # warm-up
+    started = time.perf_counter()
+    chunk = static_batch or len(prompts)
+    total = 0
+    for i in range(0, len(prompts), chunk):
+        results = await asyncio.gather(*(engine.generate(p, s) for p, s in zip(prompts[i : i + chunk], params[i : i + chunk])))
+        total += sum(len(r.output_ids) for r in results)
+    return total / (time.perf_counter() - started)
+
+
+def mixed_workload(n: int, vocab: int, seed: int) -> tuple[list[list[int]], list[SamplingParams]]:
+    """n requests with prompt lengths 8-64 and 16-128 new tokens."""
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(vocab) for _ in range(rng.randint(8, 64))] for _ in range(n)]
+    params = [SamplingParams(max_new_tokens=rng.randint(16, 128), ignore_eos=True) for _ in range(n)]
+    return prompts, params
+
+
+def start_server(model_dir: Path, threads: int, max_batch: int) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(model_dir), "--port", str(port), "--threads", str(threads), "--max-batch-size", str(max_batch), "--device", "cpu", "--dtype", "float32"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), f"http://127.0.0.1:{port}"
+
+
+async def http_tps(url: str, prompts: list[list[int]], params: list[SamplingParams]) -> float:
+    client = SGLangEngine(EngineConfig(kind="sglang", urls=[url], max_retries=0))
+    try:
+        deadline = time.monotonic() + 120
+        while not await client.health():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"agentrl serve at {url} did not become healthy")
+            await asyncio.sleep(0.5)
+        return await engine_tps(client, prompts, params)
+    finally:
+        await client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=None, help="HF model directory (default: build the tiny model)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for every contender")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    model_dir = args.model
+    if model_dir is None:
+        from agentrl.models.tiny import make_tiny_model
+
+        model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")))
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_batch_size=args.batch, seed=0))
+    vocab = min(engine.vocab_size, 2000)
+    rng = torch.Generator().manual_seed(0)
+    prompts_t = torch.randint(0, vocab, (args.batch, 16), generator=rng)
+    report: dict[str, object] = {"model": str(model_dir), "params": sum(p.numel() for p in engine.runner.model.parameters())}
+
+    hf = hf_generate_tps(engine.runner.model, prompts_t, args.new_tokens)
+    fixed = [SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True)] * args.batch
+    ours = asyncio.run(engine_tps(engine, prompts_t.tolist(), fixed))
+    report["decode_batch16"] = {"hf_generate_tok_s": hf, "embedded_tok_s": ours, "speedup": ours / hf}
+
+    prompts, params = mixed_workload(args.requests, vocab, seed=1)
+    continuous = asyncio.run(engine_tps(engine, prompts, params))
+    static = asyncio.run(engine_tps(engine, prompts, params, static_batch=args.batch))
+    report["mixed_64"] = {"continuous_tok_s": continuous, "static_tok_s": static, "speedup": continuous / static}
+    asyncio.run(engine.close())
+
+    proc, url = start_server(model_dir, args.threads, args.batch)
+    try:
+        over_http = asyncio.run(http_tps(url, prompts, params))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    report["http_vs_in_process"] = {"http_tok_s": over_http, "in_process_tok_s": continuous, "ratio": over_http / continuous}
+    report["machine"] = {
+        "platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
+        "torch_threads": args.threads, "load_avg_1m": os.getloadavg()[0], "device": "cpu",
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

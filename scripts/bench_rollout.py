@@ -1,0 +1,150 @@
+"""Rollout benchmark (JSON on stdout): partial rollouts vs synchronous collection, and orchestrator overhead.
+
+1. Heavy-tailed reply lengths (lognormal per task, a few replies ~8x the median): mean wall time to
+   collect B complete groups per step, with partial rollouts vs synchronous collection (target <= 0.6x).
+2. Overhead: episodes of a trivial multi-turn env through the orchestrator vs the same generate calls
+   (same inputs, same output lengths, same concurrency) sent to the engine alone (target >= 0.9x).
+
+Uses the tiny random model and the real embedded engine: ``python scripts/bench_rollout.py [--model DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agentrl.config.sections import EngineConfig, RolloutConfig
+from agentrl.engines.base import SamplingParams
+from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.env import MultiTurnEnv, StepResult, user
+from agentrl.rollout.dataset import TaskDataset
+from agentrl.rollout.orchestrator import RolloutOrchestrator
+from agentrl.trajectory import Episode
+
+
+class LengthEnv(MultiTurnEnv):
+    """A trivial env whose tasks fix each reply's length (lognormal per task) via info['max_new_tokens']."""
+
+    def __init__(self, num_tasks: int = 512, turns: int = 1, median: int = 24, sigma: float = 0.9, cap_ratio: float = 8.0) -> None:
+        self.turns, self.num_tasks = turns, num_tasks
+        self.median, self.sigma, self.cap = median, sigma, int(median * cap_ratio)
+        self.max_turns = turns
+        self.length = median
+        self.count = 0
+
+    def task_ids(self) -> list[str]:
+        return [f"t{i}" for i in range(self.num_tasks)]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        super().reset(seed=seed)
+        rng = random.Random((options or {}).get("task_id", "t0"))
+        self.length = max(2, min(self.cap, int(self.median * math.exp(rng.gauss(0.0, self.sigma))) if self.sigma else self.median))
+        self.count = 0
+        return [user("Count.")], {"max_new_tokens": self.length}
+
+    def step(self, action: str) -> StepResult:
+        self.count += 1
+        return [user("more")], 1.0, self.count >= self.turns, False, {"max_new_tokens": self.length}
+
+
+async def _collect(engine: EmbeddedEngine, tokenizer: Any, cfg: RolloutConfig, env_kwargs: dict[str, Any], steps: int) -> tuple[list[float], list[Episode]]:
+    env = lambda: LengthEnv(**env_kwargs)  # noqa: E731
+    orch = RolloutOrchestrator(engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), seed=cfg.seed), buffer=None)
+    times, episodes = [], []
+    for step in range(1, steps + 1):
+        started = time.perf_counter()
+        batch = await orch.collect_step(step)
+        times.append(time.perf_counter() - started)
+        episodes += [e for g in batch.groups for e in g]
+    await orch.close()
+    return times, episodes
+
+
+async def partial_vs_sync(engine: EmbeddedEngine, tokenizer: Any, steps: int, median: int) -> dict[str, Any]:
+    """Mean step wall time with partial rollouts (over_sample 2) vs synchronous collection."""
+    env_kwargs = {"median": median, "sigma": 1.0, "cap_ratio": 8.0}
+    base = {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": median * 8, "max_episode_tokens": median * 8 + 64, "concurrency": 8}
+    out: dict[str, Any] = {}
+    for mode, extra in (("sync", {"partial_rollout": False}), ("partial", {"partial_rollout": True, "over_sample": 2.0})):
+        times, episodes = await _collect(engine, tokenizer, RolloutConfig(**base, **extra), env_kwargs, steps)
+        lengths = sorted(e.segment.num_sampled for e in episodes)
+        out[mode] = {"step_s": [round(t, 3) for t in times], "mean_step_s": sum(times) / len(times),
+                     "trained_median_tokens": lengths[len(lengths) // 2], "trained_max_tokens": lengths[-1]}
+    out["ratio_partial_over_sync"] = out["partial"]["mean_step_s"] / out["sync"]["mean_step_s"]
+    out["target"] = "<= 0.6"
+    return out
+
+
+async def _engine_alone(engine: EmbeddedEngine, episodes: list[Episode]) -> float:
+    """Replay every turn's generate call (same input, same output length), episodes concurrent."""
+    async def one(ep: Episode) -> int:
+        seg, done = ep.segment, 0
+        starts = [i for i, (t, m) in enumerate(zip(seg.turn_ids, seg.loss_mask)) if m and (i == 0 or seg.turn_ids[i - 1] != t)]
+        for start in starts:
+            n = next((j for j in range(start, len(seg.loss_mask)) if not seg.loss_mask[j]), len(seg.loss_mask)) - start
+            params = SamplingParams(max_new_tokens=n, temperature=1.0, ignore_eos=True)
+            result = await engine.generate(seg.prompt_ids + seg.completion_ids[:start], params)
+            done += len(result.output_ids)
+        return done
+
+    started = time.perf_counter()
+    tokens = sum(await asyncio.gather(*(one(e) for e in episodes)))
+    return tokens / (time.perf_counter() - started)
+
+
+async def overhead(engine: EmbeddedEngine, tokenizer: Any, median: int) -> dict[str, Any]:
+    """Orchestrator tokens/s on a trivial 3-turn env vs the engine alone on the same calls."""
+    cfg = RolloutConfig(group_size=4, prompts_per_step=8, partial_rollout=False, max_new_tokens=median, max_episode_tokens=1024, concurrency=8)
+    await _collect(engine, tokenizer, cfg, {"median": median, "sigma": 0.0, "turns": 3}, 1)  # warm-up
+    started = time.perf_counter()
+    _, episodes = await _collect(engine, tokenizer, cfg, {"median": median, "sigma": 0.0, "turns": 3}, 1)
+    orch_tps = sum(e.segment.num_sampled for e in episodes) / (time.perf_counter() - started)
+    engine_tps = await _engine_alone(engine, episodes)
+    return {"episodes": len(episodes), "tokens": sum(e.segment.num_sampled for e in episodes), "orchestrator_tok_s": orch_tps,
+            "engine_alone_tok_s": engine_tps, "ratio": orch_tps / engine_tps, "target": ">= 0.9"}
+
+
+def suppress_end_of_turn(engine: EmbeddedEngine) -> None:
+    """Give the random model's lm_head a -1e4 bias on end-of-turn/EOS ids, so reply lengths are exactly
+    the drawn ones (a random model otherwise stops at <|im_end|> by chance and cuts the heavy tail)."""
+    import torch
+
+    model = engine.runner.model
+    head = model.get_output_embeddings()
+    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True, dtype=head.weight.dtype, device=head.weight.device)
+    biased.weight = head.weight  # shared: weight updates and tying keep working
+    with torch.no_grad():
+        biased.bias.zero_()
+        for token in ("<|im_end|>", "<|endoftext|>"):
+            biased.bias[engine.tokenizer.convert_tokens_to_ids(token)] = -1e4
+    model.set_output_embeddings(biased)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default=None, help="Model directory (default: build the tiny model in a temp dir).")
+    parser.add_argument("--steps", type=int, default=6, help="Steps per mode (>= 5).")
+    parser.add_argument("--median", type=int, default=24, help="Median reply length in tokens.")
+    args = parser.parse_args()
+    model_dir = Path(args.model) if args.model else None
+    if model_dir is None:
+        from agentrl.models.tiny import make_tiny_model
+
+        model_dir = make_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_seq_len=2048, max_batch_size=64))
+    suppress_end_of_turn(engine)
+    result = {"model": str(model_dir), "partial_vs_sync": await partial_vs_sync(engine, engine.tokenizer, args.steps, args.median),
+              "overhead": await overhead(engine, engine.tokenizer, args.median)}
+    await engine.close()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

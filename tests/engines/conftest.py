@@ -1,0 +1,90 @@
+"""Engine test fixtures: embedded engines on the tiny model, and the same engine served over real HTTP.
+
+``engine`` is parametrised: the EmbeddedEngine in process, and SGLangEngine talking to the embedded
+engine behind ``agentrl serve``'s aiohttp app on 127.0.0.1 (a free port, a server thread of its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from agentrl.config.sections import EngineConfig
+from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.engines.http_server import make_runner
+from agentrl.engines.sglang_http import SGLangEngine
+
+
+class ServedEngine:
+    """Serve an EmbeddedEngine over HTTP on 127.0.0.1 from a background event loop."""
+
+    def __init__(self, engine: EmbeddedEngine) -> None:
+        self.engine = engine
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    def __enter__(self) -> ServedEngine:
+        self.thread.start()
+        self.url = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=30)
+        return self
+
+    async def _start(self) -> str:
+        self.runner = make_runner(self.engine)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self.runner.addresses[0][:2]
+        return f"http://{host}:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+def run_async(engine: Any, body: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``body()`` in a fresh event loop; an HTTP client's session is closed inside that loop."""
+
+    async def main() -> Any:
+        try:
+            return await asyncio.wait_for(body(), timeout=120)
+        finally:
+            if isinstance(engine, SGLangEngine):
+                await engine.close()
+
+    return asyncio.run(main())
+
+
+def build_embedded(model_dir: Path, **overrides: Any) -> EmbeddedEngine:
+    """A fresh embedded engine on the tiny model (small batch so queueing is easy to provoke)."""
+    cfg = EngineConfig(**{"max_batch_size": 4, "max_seq_len": 512, "seed": 0, **overrides})
+    return EmbeddedEngine.from_pretrained(model_dir, config=cfg)
+
+
+@pytest.fixture
+def embedded(tiny_model_dir: Path) -> Iterator[EmbeddedEngine]:
+    """A fresh EmbeddedEngine (closed after the test)."""
+    engine = build_embedded(tiny_model_dir)
+    yield engine
+    asyncio.run(engine.close())
+
+
+@pytest.fixture(params=["embedded", "http"])
+def engine(request: pytest.FixtureRequest, tiny_model_dir: Path) -> Iterator[Any]:
+    """The same engine contract, in process and over SGLang's HTTP API (agentrl serve)."""
+    inner = build_embedded(tiny_model_dir)
+    if request.param == "embedded":
+        yield inner
+    else:
+        with ServedEngine(inner) as served:
+            yield SGLangEngine(EngineConfig(kind="sglang", urls=[served.url], max_retries=1, request_timeout_s=60))
+    asyncio.run(inner.close())

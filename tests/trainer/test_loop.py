@@ -1,0 +1,124 @@
+"""End-to-end training on CPU: reward rises on MagicWord; SIGKILL mid-run + --resume equals an uninterrupted run;
+bad inputs fail before any heavy work."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentrl.config.loader import load_config
+from agentrl.errors import CheckpointError, ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write_config(tmp_path: Path, model_dir: Path, **sections: dict[str, Any]) -> Path:
+    data: dict[str, Any] = {
+        "model": {"path": str(model_dir), "device": "cpu"},
+        "engine": {"kind": "embedded", "max_batch_size": 16, "max_seq_len": 512},
+        "env": {"id": "agentrl/MagicWord-v0", "kwargs": {"word": "please", "turns": 1}},
+        "rollout": {"group_size": 4, "prompts_per_step": 4, "partial_rollout": False, "max_new_tokens": 8,
+                    "max_episode_tokens": 256},
+        "algorithm": {"loss": "gspo_token"},
+        "trainer": {"steps": 5, "lr": 1e-2, "mini_batches": 2, "save_every": 2, "deterministic": True},
+        "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
+    }
+    for name, values in sections.items():
+        data[name].update(values)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_reward_rises_on_magic_word(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl.trainer.loop import train
+
+    cfg_path = _write_config(tmp_path, tiny_model_dir, rollout={"group_size": 8}, trainer={
+        "steps": 24, "mini_batches": 1, "save_every": 100, "deterministic": False})
+    run_dir = train(load_config(cfg_path, ["logging.run_name=learn"]), config_name="run")
+    rewards = [r["episode/reward_mean"] for r in _records(run_dir)]
+    assert len(rewards) == 24
+    assert sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5 + 0.05, rewards
+    assert (run_dir / "plots.png").stat().st_size > 0
+    assert (run_dir / "checkpoints" / "step_000024" / "model" / "model.safetensors").exists()
+
+
+def _comparable(record: dict[str, Any]) -> dict[str, float]:
+    timing = ("time_s", "wall_s", "tokens_per_s", "perf/")
+    return {k: v for k, v in record.items() if not any(t in k for t in timing)}
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_resume_matches_uninterrupted(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl.trainer.loop import train
+
+    cfg_path = _write_config(tmp_path, tiny_model_dir)
+    straight = train(load_config(cfg_path, ["logging.run_name=straight"]), config_name="run")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "agentrl.cli.main", "train", str(cfg_path), "logging.run_name=killed"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed = tmp_path / "runs" / "killed"
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until step 3 is logged (checkpoint at 2), then kill inside step 4
+        if (killed / "metrics.jsonl").exists() and len((killed / "metrics.jsonl").read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert (killed / "checkpoints" / "latest").read_text().strip() == "step_000002"
+    train(load_config(cfg_path, ["logging.run_name=killed"]), config_name="run", resume=killed)
+    a, b = _records(straight), _records(killed)
+    assert [r["step"] for r in b] == [1, 2, 3, 4, 5]
+    for ra, rb in zip(a, b):
+        ca, cb = _comparable(ra), _comparable(rb)
+        assert ca.keys() == cb.keys()
+        for key in ca:
+            assert cb[key] == pytest.approx(ca[key], rel=1e-5, abs=1e-6), (ra["step"], key)
+
+
+def test_bad_inputs_fail_before_heavy_work(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl.cli.main import main
+
+    cfg_path = _write_config(tmp_path, tiny_model_dir)
+    with pytest.raises(ConfigError, match="gspo_token"):
+        load_config(cfg_path, ["algorithm.loss=gspo_tokn"])
+    with pytest.raises(ConfigError, match="eps_low"):
+        load_config(cfg_path, ["algorithm.eps_low=1.0"])
+    from agentrl.trainer.validate import validate_run_config
+
+    with pytest.raises(ConfigError, match="do not split into 3 mini-batches"):
+        validate_run_config(load_config(cfg_path, ["trainer.mini_batches=3"]))
+    with pytest.raises(ConfigError, match="use algorithm.loss: gspo_token"):
+        validate_run_config(load_config(cfg_path, ["algorithm.loss=gspo", "algorithm.turn_advantage=discounted_return"]))
+    assert main(["train", str(cfg_path), "--dry-run"]) == 0
+    assert not (tmp_path / "runs").exists()  # validation creates nothing
+
+
+def test_resume_from_run_of_another_model_is_refused(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl.models.tiny import make_tiny_model
+    from agentrl.trainer.loop import make_run_dir
+    from agentrl.trainer.validate import write_run_meta
+
+    cfg = load_config(_write_config(tmp_path, tiny_model_dir), ["logging.run_name=r"])
+    run_dir = make_run_dir(cfg, "run", None)
+    write_run_meta(run_dir, cfg)
+    other = make_tiny_model(tmp_path / "other", hidden_size=32)
+    other_cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": str(other)})})
+    with pytest.raises(CheckpointError, match="resume with the same model"):
+        make_run_dir(other_cfg, "run", run_dir)
+    with pytest.raises(CheckpointError, match="not a run directory"):
+        make_run_dir(cfg, "run", tmp_path)
