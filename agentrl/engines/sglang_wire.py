@@ -143,7 +143,7 @@ def _tokens_and_logprobs(body: dict[str, Any], meta: dict[str, Any], request_id:
     output_ids = [int(t) for t in body.get("output_ids", [])]
     ids = [int(t[1]) for t in triples]
     if ids != output_ids:
-        raise EngineError(f"{source}: output_token_logprobs ids differ from output_ids for request {request_id} ({len(ids)} vs {len(output_ids)} tokens); is the server started with --skip-tokenizer-init and no stop trimming of ids?")
+        raise EngineError(f"{source}: output_token_logprobs ids differ from output_ids for request {request_id} ({len(ids)} vs {len(output_ids)} tokens); the server must return every sampled id (is a proxy rewriting replies?)")
     logprobs = [float(t[0]) for t in triples]
     return output_ids, logprobs
 

@@ -66,7 +66,7 @@ def run_async(engine: Any, body: Callable[[], Awaitable[Any]]) -> Any:
 
 def build_embedded(model_dir: Path, **overrides: Any) -> EmbeddedEngine:
     """A fresh embedded engine on the tiny model (small batch so queueing is easy to provoke)."""
-    cfg = EngineConfig(**{"max_batch_size": 4, "max_seq_len": 512, "seed": 0, **overrides})
+    cfg = EngineConfig(**{"max_batch_size": 4, "max_seq_len": 2048, "seed": 0, **overrides})
     return EmbeddedEngine.from_pretrained(model_dir, config=cfg)
 
 

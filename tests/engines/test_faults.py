@@ -59,13 +59,13 @@ def test_empty_and_out_of_vocab_input_ids(engine: Any) -> None:
 
 
 def test_prompt_longer_than_context(engine: Any) -> None:
-    with pytest.raises(EngineError, match="context of 512 tokens"):
-        run_async(engine, lambda: engine.generate([1] * 600, SamplingParams(max_new_tokens=2)))
+    with pytest.raises(EngineError, match="context of 2048 tokens"):
+        run_async(engine, lambda: engine.generate([1] * 2100, SamplingParams(max_new_tokens=2)))
 
 
 def test_completion_is_capped_by_context(engine: Any) -> None:
-    result = run_async(engine, lambda: engine.generate([1] * 505, SamplingParams(max_new_tokens=50, ignore_eos=True)))
-    assert result.finish_reason == "length" and len(result.output_ids) == 512 - 505
+    result = run_async(engine, lambda: engine.generate([1] * 2040, SamplingParams(max_new_tokens=50, ignore_eos=True)))
+    assert result.finish_reason == "length" and len(result.output_ids) == 2048 - 2040
 
 
 def test_http_400_body_is_reported(served: ServedEngine) -> None:
@@ -107,7 +107,7 @@ def test_original_logprob_setting_refused(served: ServedEngine, monkeypatch: pyt
 
 def test_rid_prefix_abort_and_queued_reply_shape(served: ServedEngine) -> None:
     """SGLang aborts by rid prefix; a queued request gets the 'Abort in waiting queue' reply."""
-    long = {"max_new_tokens": 450, "ignore_eos": True}
+    long = {"max_new_tokens": 2000, "ignore_eos": True}
 
     async def body() -> list[Any]:
         async with aiohttp.ClientSession() as session:

@@ -61,7 +61,7 @@ def test_greedy_logprobs_are_untempered(engine: Any, reference_model: torch.nn.M
 
 
 def test_resume_after_abort_matches_uninterrupted_forward(engine: Any, reference_model: torch.nn.Module) -> None:
-    prompt, temperature, cap = [11, 12, 13, 14], 0.7, 450
+    prompt, temperature, cap = [11, 12, 13, 14], 0.7, 2000
     rid = new_request_id()
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
@@ -75,7 +75,7 @@ def test_resume_after_abort_matches_uninterrupted_forward(engine: Any, reference
     partial, resumed = run_async(engine, body)
     assert partial.finish_reason == "abort" and 0 < len(partial.output_ids) < cap
     assert resumed.prompt_tokens == len(prompt) + len(partial.output_ids)
-    assert len(resumed.output_ids) == min(30, 512 - resumed.prompt_tokens)
+    assert len(resumed.output_ids) == min(30, 2048 - resumed.prompt_tokens)
     output = partial.output_ids + resumed.output_ids
     ref = reference_logprobs(reference_model, prompt, output, temperature)
     assert (torch.tensor(partial.logprobs + resumed.logprobs) - ref).abs().max().item() <= TOL

@@ -91,7 +91,7 @@ def test_abort_mode_returns_partial_output_of_old_version(tiny_model_dir: Path, 
     engine = build_embedded(tiny_model_dir, weight_update="abort")
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
-        running = asyncio.ensure_future(engine.generate(PROMPT, LONG))
+        running = asyncio.ensure_future(engine.generate(PROMPT, SamplingParams(max_new_tokens=2000, ignore_eos=True)))
         await engine.generate([1], SamplingParams(max_new_tokens=2, ignore_eos=True))
         await engine.update_weights(model.state_dict(), version=1)
         return await running, await engine.generate(PROMPT, GREEDY)
@@ -100,7 +100,7 @@ def test_abort_mode_returns_partial_output_of_old_version(tiny_model_dir: Path, 
         old, new = run_async(engine, body)
     finally:
         asyncio.run(engine.close())
-    assert old.finish_reason == "abort" and 0 < len(old.output_ids) < 300
+    assert old.finish_reason == "abort" and 0 < len(old.output_ids) < 2000
     assert set(old.token_versions()) == {0} and new.token_versions() == [1] * 12
 
 

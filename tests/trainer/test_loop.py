@@ -48,13 +48,13 @@ def test_reward_rises_on_magic_word(tiny_model_dir: Path, tmp_path: Path) -> Non
     from agentrl.trainer.loop import train
 
     cfg_path = _write_config(tmp_path, tiny_model_dir, rollout={"group_size": 8}, trainer={
-        "steps": 24, "mini_batches": 1, "save_every": 100, "deterministic": False})
+        "steps": 16, "lr": 2e-2, "mini_batches": 1, "save_every": 100})
     run_dir = train(load_config(cfg_path, ["logging.run_name=learn"]), config_name="run")
     rewards = [r["episode/reward_mean"] for r in _records(run_dir)]
-    assert len(rewards) == 24
-    assert sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5 + 0.05, rewards
+    assert len(rewards) == 16
+    assert sum(rewards[-4:]) / 4 > sum(rewards[:4]) / 4 + 0.04, rewards
     assert (run_dir / "plots.png").stat().st_size > 0
-    assert (run_dir / "checkpoints" / "step_000024" / "model" / "model.safetensors").exists()
+    assert (run_dir / "checkpoints" / "step_000016" / "model" / "model.safetensors").exists()
 
 
 def _comparable(record: dict[str, Any]) -> dict[str, float]:

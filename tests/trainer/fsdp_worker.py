@@ -1,0 +1,54 @@
+"""Worker of the FSDP2 test: one policy update on hand-built episodes; rank 0 writes loss and parameters.
+
+Run directly (one process) or under ``torchrun --nproc-per-node 2`` (gloo on CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+
+def main(model_dir: str, out_path: str) -> None:
+    """Build, optionally shard, update once, dump results."""
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.trainer.batch import build_rows
+    from agentrl.trainer.distributed import decoder_layers_of, full_state_dict, init_distributed, shard_policy
+    from agentrl.trainer.logprobs import PolicyLogprobs
+    from agentrl.trainer.update import PolicyUpdater
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from trainer_episodes import make_groups
+
+    dist = init_distributed()
+    torch.manual_seed(0)
+    lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    groups = make_groups(lm, [[1.0, 0.0, 0.5, 0.2], [0.3, 0.9, 0.1, 0.4], [0.0, 1.0, 1.0, 0.0], [0.7, 0.2, 0.2, 0.6]], turns=2)
+    for ep in (e for g in groups for e in g):  # engine logprobs slightly off, so the ratio and clipping are exercised
+        seg = ep.segments[0]
+        seg.logprobs = [lp - 0.002 * (i % 3) if m else 0.0 for i, (lp, m) in enumerate(zip(seg.logprobs, seg.loss_mask))]
+    policy = PolicyLogprobs(lm, chunk_tokens=16)
+    if dist.enabled:
+        shard_policy(policy, decoder_layers_of(lm))
+    algo = AlgorithmConfig(eps_low=0.2, eps_high=0.28)
+    updater = PolicyUpdater(policy, algo, TrainerConfig(lr=1e-3, mini_batches=2, micro_batch_tokens=96),
+                            temperature=1.0, total_steps=1, dist=dist)
+    metrics = updater.update(build_rows(groups, 4, algo, current_version=0))
+    state = full_state_dict(lm)
+    if dist.is_main:
+        params = {k: v.double().sum().item() for k, v in state.items()}
+        Path(out_path).write_text(json.dumps({"metrics": metrics, "params": params, "world": dist.world_size}))
+        torch.save(state, out_path + ".pt")
+    if dist.enabled:
+        import torch.distributed as tdist
+
+        tdist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
