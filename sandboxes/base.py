@@ -7,6 +7,7 @@ is usable afterwards; only a sandbox that cannot be recovered raises.
 from __future__ import annotations
 
 import base64
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -42,6 +43,8 @@ class Sandbox(ABC):
     def __init__(self) -> None:
         self._channel: FrameChannel | None = None
         self._closed = False
+        # One request at a time: the channel is a single stream, and a sandbox may be shared by threads.
+        self._lock = threading.RLock()
 
     # ---- public contract -------------------------------------------------------------------
     def run_python(self, code: str, timeout_s: float) -> ExecResult:
@@ -102,6 +105,10 @@ class Sandbox(ABC):
 
     # ---- shared machinery --------------------------------------------------------------------
     def _call(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        with self._lock:
+            return self._call_locked(request, timeout_s)
+
+    def _call_locked(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         if self._closed:
             raise SandboxClosedError(f"sandbox {self!r} is closed: create a new one (or acquire from a pool)")
         if self._channel is None:
@@ -113,21 +120,26 @@ class Sandbox(ABC):
         return reply
 
     def _recover(self) -> None:
-        self._channel = None
-        self._restart()
+        with self._lock:
+            self._channel = None
+            self._restart()
 
     def _run(self, request: dict[str, Any], timeout_s: float) -> ExecResult:
         start = time.monotonic()
-        try:
-            reply = self._call(request, timeout_s + self.config.timeout_margin_s)
-        except SessionLostError as exc:
-            self._recover()
-            hung = "did not answer in time" in str(exc)
-            note = f"the sandbox session was lost ({exc}); the sandbox was restarted: all state and files are gone"
-            elapsed = time.monotonic() - start
-            return ExecResult(timed_out=hung, exit_code=None, restarted=True, note=note, duration_s=elapsed)
+        with self._lock:
+            try:
+                reply = self._call_locked(request, timeout_s + self.config.timeout_margin_s)
+            except SessionLostError as exc:
+                self._recover()
+                return _lost_result(exc, time.monotonic() - start)
         result = {key: reply[key] for key in _RESULT_KEYS}
         return ExecResult(**result, note=_note(result, request, self.config.memory_bytes))
+
+
+def _lost_result(exc: SessionLostError, elapsed_s: float) -> ExecResult:
+    """The result of a run whose session server died or hung (the sandbox was restarted meanwhile)."""
+    note = f"the sandbox session was lost ({exc}); the sandbox was restarted: all state and files are gone"
+    return ExecResult(timed_out=exc.hung, exit_code=None, restarted=True, note=note, duration_s=elapsed_s)
 
 
 def _note(result: dict[str, Any], request: dict[str, Any], memory_bytes: int) -> str:

@@ -21,12 +21,24 @@ _STDERR_TAIL = 4096
 class SessionLostError(SandboxCrashedError):
     """The session server closed the channel or did not answer in time (internal: triggers recovery)."""
 
+    def __init__(self, message: str, *, hung: bool = False) -> None:
+        super().__init__(message)
+        self.hung = hung
+
+
+def max_frame_bytes(max_output_bytes: int, max_read_bytes: int) -> int:
+    """Largest legitimate reply: two capped streams JSON-escaped (<= 12 bytes a char) or one base64 file."""
+    return 24 * max_output_bytes + 2 * max_read_bytes + (1 << 20)
+
 
 class FrameChannel:
     """Request/response calls to one session server; not thread-safe (a sandbox is used by one caller)."""
 
-    def __init__(self, read_fd: int, write_fd: int, *, docker_mux: bool, keepalive: Any = None) -> None:
+    def __init__(
+        self, read_fd: int, write_fd: int, *, docker_mux: bool, max_frame_bytes: int, keepalive: Any = None
+    ) -> None:
         self._read_fd, self._write_fd, self._mux = read_fd, write_fd, docker_mux
+        self._max_frame = max_frame_bytes  # the host never trusts the sandbox's sizes
         self._keepalive = keepalive  # the socket/process object owning the fds must outlive them
         self._raw = bytearray()
         self._buf = bytearray()
@@ -41,6 +53,8 @@ class FrameChannel:
             raise SessionLostError(f"session channel broken while sending: {exc}") from exc
         deadline = time.monotonic() + timeout_s
         (size,) = struct.unpack(">I", self._read(4, deadline))
+        if size > self._max_frame:
+            raise SessionLostError(f"session server sent a {size}-byte frame (limit {self._max_frame}): hostile?")
         return json.loads(self._read(size, deadline).decode("utf-8"))
 
     def _write(self, data: bytes) -> None:
@@ -54,7 +68,7 @@ class FrameChannel:
         while len(self._buf) < n:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([self._read_fd], [], [], remaining)[0]:
-                raise SessionLostError("session server did not answer in time")
+                raise SessionLostError("session server did not answer in time", hung=True)
             try:
                 chunk = os.read(self._read_fd, 1 << 16)
             except OSError as exc:
@@ -73,6 +87,8 @@ class FrameChannel:
         self._raw += chunk
         while len(self._raw) >= 8:
             stream, size = self._raw[0], struct.unpack(">I", self._raw[4:8])[0]
+            if size > self._max_frame:
+                raise SessionLostError(f"Docker stream frame of {size} bytes exceeds {self._max_frame}")
             if len(self._raw) < 8 + size:
                 return
             payload = self._raw[8 : 8 + size]

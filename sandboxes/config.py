@@ -48,7 +48,10 @@ class DockerSandboxConfig(_LimitsConfig):
         description="Engine URL; None uses $DOCKER_HOST, else unix:///var/run/docker.sock (not the CLI context).",
     )
     python: str = Field(default="python3", description="Python interpreter inside the image.")
-    user: str = Field(default="65534:65534", description="uid:gid the container runs as (non-root).")
+    user: str = Field(
+        default="65534:65534", pattern=r"^[1-9][0-9]*(:[0-9]+)?$",
+        description="Numeric uid:gid the container runs as; root (0) is refused.",
+    )
     workdir: str = Field(default="/sandbox", description="Writable tmpfs work dir (absent from the image).")
     workdir_size_bytes: int = Field(default=64 * MiB, ge=MiB, description="Size of the work dir tmpfs.")
     tmp_size_bytes: int = Field(default=16 * MiB, ge=MiB, description="Size of the /tmp tmpfs.")

@@ -12,14 +12,16 @@ import os
 import socket
 import threading
 import uuid
+import weakref
 from typing import Any
 
 import docker
 import docker.errors
+import docker.utils
 import requests
 
 from sandboxes.base import Sandbox
-from sandboxes.channel import FrameChannel
+from sandboxes.channel import FrameChannel, max_frame_bytes
 from sandboxes.config import DockerSandboxConfig
 from sandboxes.errors import ImageNotFoundError, SandboxStartError, SandboxUnavailableError
 from sandboxes.session import server_source
@@ -52,9 +54,12 @@ def docker_url(config: DockerSandboxConfig) -> str:
 
 def connect(config: DockerSandboxConfig) -> docker.DockerClient:
     """A client that answered a ping, or SandboxUnavailableError saying how to get an engine."""
-    url = docker_url(config)
+    url, timeout = docker_url(config), max(config.start_timeout_s, 10.0)
     try:
-        client = docker.DockerClient(base_url=url, timeout=max(config.start_timeout_s, 10.0))
+        if config.docker_host:
+            client = docker.DockerClient(base_url=config.docker_host, timeout=timeout)
+        else:  # $DOCKER_HOST and its TLS variables, never the CLI's active context (docker-py 7.2's from_env uses it)
+            client = docker.DockerClient(timeout=timeout, **docker.utils.kwargs_from_env())
         client.ping()
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise SandboxUnavailableError(
@@ -73,6 +78,13 @@ def check_image(client: docker.DockerClient, image: str) -> None:
             f"sandbox image {image!r} is not on the Docker engine: build it offline with "
             f"`bash scripts/build_sandbox_image.sh {image}` (or `docker build -t {image} sandboxes/images/python`)"
         ) from exc
+
+
+def _force_remove(client: docker.DockerClient, container_id: str) -> None:
+    try:
+        client.api.remove_container(container_id, force=True)
+    except (docker.errors.DockerException, requests.RequestException):
+        pass  # already gone, or the engine is: the reaper removes labelled leftovers on the next pool start
 
 
 def docker_available(config: DockerSandboxConfig | None = None) -> bool:
@@ -103,10 +115,11 @@ class DockerSandbox(Sandbox):
         self._container: Any = None
         self._socket: Any = None
         self._labels = dict(labels or {})
+        self._finalizer: weakref.finalize | None = None
         try:
             self._client = client or connect(self.config)
             check_image(self._client, self.config.image)
-            self._container = self._create_container(self._labels)
+            self._track(self._create_container(self._labels))
             self._start_session()
         except BaseException:
             self.close()
@@ -117,16 +130,23 @@ class DockerSandbox(Sandbox):
         """The Docker id of this sandbox's container (None after close)."""
         return self._container.id if self._container is not None else None
 
+    def _track(self, container: Any) -> None:
+        """Adopt a container; it is removed at interpreter exit if close() is never called."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._container = container
+        self._finalizer = weakref.finalize(self, _force_remove, self._client, container.id)
+
     def _create_container(self, labels: dict[str, str]) -> Any:
         cfg = self.config
         with DockerSandbox._counter_lock:
             DockerSandbox._counter += 1
             name = f"agentrl-sbx-{os.getpid()}-{DockerSandbox._counter}-{uuid.uuid4().hex[:6]}"
         uid, _, gid = cfg.user.partition(":")
-        owner = f"uid={uid},gid={gid or uid}" if uid.isdigit() else ""
+        owner = f"uid={uid},gid={gid or uid}"  # a tmpfs is root-owned unless told otherwise
         exec_flag = "exec" if cfg.workdir_exec else "noexec"
         tmpfs = {
-            cfg.workdir: f"rw,{exec_flag},nosuid,nodev,size={cfg.workdir_size_bytes},mode=0700,{owner}".rstrip(","),
+            cfg.workdir: f"rw,{exec_flag},nosuid,nodev,size={cfg.workdir_size_bytes},mode=0700,{owner}",
             "/tmp": f"rw,noexec,nosuid,nodev,size={cfg.tmp_size_bytes},mode=1777",
         }
         try:
@@ -160,7 +180,8 @@ class DockerSandbox(Sandbox):
             raise SandboxStartError(f"could not start the Python session in {self._container.name}: {exc}") from exc
         self._socket = getattr(raw, "_sock", raw)
         fd = self._socket.fileno()
-        self._channel = FrameChannel(fd, fd, docker_mux=True, keepalive=(raw, self._socket))
+        limit = max_frame_bytes(cfg.max_output_bytes, cfg.max_read_bytes)
+        self._channel = FrameChannel(fd, fd, docker_mux=True, max_frame_bytes=limit, keepalive=(raw, self._socket))
         try:
             self._channel.call({"op": "ping"}, cfg.start_timeout_s)
         except Exception as exc:
@@ -184,7 +205,7 @@ class DockerSandbox(Sandbox):
         try:
             self._container.restart(timeout=0)
         except docker.errors.NotFound:  # removed behind our back: start a fresh one
-            self._container = self._create_container(self._labels)
+            self._track(self._create_container(self._labels))
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxStartError(f"could not restart sandbox container {self._container.name}: {exc}") from exc
         self._start_session()
@@ -193,14 +214,9 @@ class DockerSandbox(Sandbox):
         """Remove the container (force); idempotent."""
         self._closed = True
         self._close_socket()
-        container, self._container = self._container, None
-        if container is not None:
-            try:
-                container.remove(force=True)
-            except docker.errors.NotFound:
-                pass
-            except (docker.errors.DockerException, requests.RequestException):
-                pass  # the engine may be gone; the pool's reaper removes labelled leftovers on its next start
+        self._container = None
+        if self._finalizer is not None:
+            self._finalizer()  # runs _force_remove once
 
     def __repr__(self) -> str:
         name = self._container.name if self._container is not None else "closed"

@@ -14,9 +14,10 @@ import shutil
 import subprocess
 import tempfile
 import warnings
+import weakref
 
 from sandboxes.base import Sandbox
-from sandboxes.channel import FrameChannel
+from sandboxes.channel import FrameChannel, SessionLostError, max_frame_bytes
 from sandboxes.config import ProcessSandboxConfig
 from sandboxes.docker_backend import SERVER_SOURCE
 from sandboxes.errors import SandboxStartError, SandboxUnavailableError
@@ -61,6 +62,7 @@ class ProcessSandbox(Sandbox):
         _warn_once()
         self._proc: subprocess.Popen[bytes] | None = None
         self._root_dir: str | None = None
+        self._finalizer: weakref.finalize | None = None
         python = shutil.which(self.config.python, path=SAFE_PATH) or shutil.which(self.config.python)
         if python is None:
             raise SandboxUnavailableError(
@@ -84,6 +86,8 @@ class ProcessSandbox(Sandbox):
 
     def _make_dirs(self) -> None:
         self._root_dir = tempfile.mkdtemp(prefix="agentrl-sbx-", dir=self.config.base_dir)
+        # Removed at interpreter exit even without close(); the server itself exits when its stdin closes.
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self._root_dir, True)
         for sub in ("work", "tmp"):
             os.mkdir(os.path.join(self._root_dir, sub), 0o700)
         if self._drop_to is not None:
@@ -131,10 +135,17 @@ class ProcessSandbox(Sandbox):
         finally:
             log.close()
         assert self._proc.stdin is not None and self._proc.stdout is not None
+        limit = max_frame_bytes(self.config.max_output_bytes, self.config.max_read_bytes)
         self._channel = FrameChannel(
-            self._proc.stdout.fileno(), self._proc.stdin.fileno(), docker_mux=False, keepalive=self._proc
+            self._proc.stdout.fileno(), self._proc.stdin.fileno(), docker_mux=False, max_frame_bytes=limit,
+            keepalive=self._proc,
         )
-        devices = self._channel.call({"op": "ping"}, self.config.start_timeout_s).get("net_devices")
+        try:
+            devices = self._channel.call({"op": "ping"}, self.config.start_timeout_s).get("net_devices")
+        except SessionLostError as exc:
+            with open(os.path.join(self._root_dir, "server.log"), errors="replace") as fh:
+                log_tail = fh.read()[-2000:]
+            raise SandboxStartError(f"the session server in {self._python} did not start ({exc}): {log_tail}") from exc
         self.network_isolated = devices is not None and set(devices) <= {"lo"}
 
     def _stop_process(self) -> None:
@@ -156,16 +167,19 @@ class ProcessSandbox(Sandbox):
             path = os.path.join(self._root_dir or "", sub)
             for name in os.listdir(path):
                 target = os.path.join(path, name)
-                shutil.rmtree(target) if os.path.isdir(target) and not os.path.islink(target) else os.unlink(target)
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target)
+                else:
+                    os.unlink(target)
         self._start_session()
 
     def close(self) -> None:
         """Stop the session and delete the temp dirs; idempotent."""
         self._closed = True
         self._stop_process()
-        root, self._root_dir = self._root_dir, None
-        if root is not None:
-            shutil.rmtree(root, ignore_errors=True)
+        self._root_dir = None
+        if self._finalizer is not None:
+            self._finalizer()
 
     def __repr__(self) -> str:
         return f"ProcessSandbox({self._root_dir or 'closed'})"

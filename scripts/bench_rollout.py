@@ -99,16 +99,25 @@ async def _engine_alone(engine: EmbeddedEngine, episodes: list[Episode]) -> floa
     return tokens / (time.perf_counter() - started)
 
 
-async def overhead(engine: EmbeddedEngine, tokenizer: Any, median: int) -> dict[str, Any]:
-    """Orchestrator tokens/s on a trivial 3-turn env vs the engine alone on the same calls."""
+async def overhead(engine: EmbeddedEngine, tokenizer: Any, median: int, repeats: int = 3) -> dict[str, Any]:
+    """Orchestrator tokens/s on a trivial 3-turn env vs the engine alone on the same calls.
+
+    Runs alternate ``repeats`` times and the best of each counts: on a shared machine the load of
+    other processes, not the code under test, dominates single-run noise.
+    """
     cfg = RolloutConfig(group_size=4, prompts_per_step=8, partial_rollout=False, max_new_tokens=median, max_episode_tokens=1024, concurrency=8)
-    await _collect(engine, tokenizer, cfg, {"median": median, "sigma": 0.0, "turns": 3}, 1)  # warm-up
-    started = time.perf_counter()
-    _, episodes = await _collect(engine, tokenizer, cfg, {"median": median, "sigma": 0.0, "turns": 3}, 1)
-    orch_tps = sum(e.segment.num_sampled for e in episodes) / (time.perf_counter() - started)
-    engine_tps = await _engine_alone(engine, episodes)
-    return {"episodes": len(episodes), "tokens": sum(e.segment.num_sampled for e in episodes), "orchestrator_tok_s": orch_tps,
-            "engine_alone_tok_s": engine_tps, "ratio": orch_tps / engine_tps, "target": ">= 0.9"}
+    env_kwargs = {"median": median, "sigma": 0.0, "turns": 3}
+    await _collect(engine, tokenizer, cfg, env_kwargs, 1)  # warm-up
+    orch_runs, engine_runs, tokens = [], [], 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        _, episodes = await _collect(engine, tokenizer, cfg, env_kwargs, 1)
+        tokens = sum(e.segment.num_sampled for e in episodes)
+        orch_runs.append(tokens / (time.perf_counter() - started))
+        engine_runs.append(await _engine_alone(engine, episodes))
+    best_orch, best_engine = max(orch_runs), max(engine_runs)
+    return {"episodes": len(episodes), "tokens_per_run": tokens, "orchestrator_tok_s": [round(x, 1) for x in orch_runs],
+            "engine_alone_tok_s": [round(x, 1) for x in engine_runs], "ratio_best": best_orch / best_engine, "target": ">= 0.9"}
 
 
 def suppress_end_of_turn(engine: EmbeddedEngine) -> None:

@@ -34,6 +34,7 @@ class EngineConfig(StrictModel):
     weights_dir: str | None = Field(None, description="SGLang backend: directory both trainer and servers can read, where synced weights are written (default: <run_dir>/weights).")
     seed: int = Field(0, description="Seed of the embedded engine's sampler.")
     max_prefill_tokens: int = Field(8192, ge=16, description="Embedded engine: most (padded) prompt tokens prefilled in one forward pass when requests join the batch.")
+    weight_sync: Literal["disk", "tensor"] = Field("disk", description="SGLang backend, state-dict updates: disk = safetensors in weights_dir + /update_weights_from_disk; tensor = /update_weights_from_tensor (torch IPC handles: same host only, colocated).")
     allow_truncated_sampling: bool = Field(False, description="SGLang backend: allow top_p < 1 / top_k > 0 requests, whose returned logprobs are not the behaviour logprobs (fine for eval, biased for training).")
 
 

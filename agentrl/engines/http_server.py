@@ -2,7 +2,7 @@
 
 Same routes and JSON shapes as SGLang 0.5.x (shared/SGLANG.md §1), so ``SGLangEngine`` is tested end to
 end against a real server: /generate (single and batched), /abort_request (rid prefix, abort_all),
-/update_weights_from_disk, /flush_cache, /health, /health_generate, /model_info, /server_info.
+/update_weights_from_disk|tensor, /flush_cache, /health, /health_generate, /model_info, /server_info.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from aiohttp import web
 import agentrl
 from agentrl.engines.base import GenerateResult, new_request_id
 from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.engines.tensor_wire import deserialize_named_tensors
 from agentrl.engines.sglang_wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
 from agentrl.errors import EngineError
 
@@ -32,6 +33,7 @@ def create_app(engine: EmbeddedEngine) -> web.Application:
         web.put("/generate", _generate),
         web.post("/abort_request", _abort),
         web.post("/update_weights_from_disk", _update_from_disk),
+        web.post("/update_weights_from_tensor", _update_from_tensor),
         web.route("*", "/flush_cache", _flush_cache),
         web.get("/health", _health),
         web.get("/health_generate", _health),
@@ -125,17 +127,30 @@ async def _abort(request: web.Request) -> web.Response:
 
 
 async def _update_from_disk(request: web.Request) -> web.Response:
+    return await _update(request, "model_path")
+
+
+async def _update_from_tensor(request: web.Request) -> web.Response:
+    return await _update(request, "serialized_named_tensors")
+
+
+async def _update(request: web.Request, source_key: str) -> web.Response:
+    """Both weight-update routes: load the source, optionally abort everything, swap, set the version."""
     engine = request.app[ENGINE_KEY]
     try:
         body = await _read_json(request)
-        path = body.get("model_path")
-        if not path:
-            raise EngineError("model_path is required")
+        raw = body.get(source_key)
+        if not raw:
+            raise EngineError(f"{source_key} is required")
+        if source_key == "model_path":
+            source: Any = str(raw)
+        else:  # one payload per TP rank; the embedded engine is a single rank
+            source = await asyncio.to_thread(deserialize_named_tensors, raw[0] if isinstance(raw, list) else raw)
         wire = body.get("weight_version")
         version = version_from_wire(wire) if wire is not None else engine.weight_version + 1
         if body.get("abort_all_requests"):
             await engine.abort(None)
-        await engine.update_weights(str(path), version)
+        await engine.update_weights(source, version)
     except EngineError as exc:
         return web.json_response({"success": False, "message": str(exc), "num_paused_requests": 0}, status=400)
     return web.json_response({"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0})

@@ -164,15 +164,14 @@ class Scheduler:
                 self._finish(req, "abort", message=RUNNING_ABORT_MESSAGE)
 
     def _apply_update(self) -> None:
-        update = self._update
+        with self._cond:
+            update, self._update = self._update, None
         try:
             copy_state_dict(self.runner.model, update.state_dict)
             self.version = update.version
             update.done.set_result(None)
         except Exception as exc:  # reported to the caller of update_weights
             update.done.set_exception(exc)
-        with self._cond:
-            self._update = None
 
     def _prefill(self, admit: list[Request]) -> None:
         logits = self.runner.prefill([r.input_ids for r in admit])

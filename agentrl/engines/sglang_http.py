@@ -161,14 +161,25 @@ class SGLangEngine:
         return reply
 
     async def update_weights(self, source: Mapping[str, Any] | str | Path, version: int) -> None:
-        """Point every server at new safetensors weights (``/update_weights_from_disk``) as ``version``."""
-        path = Path(source) if isinstance(source, (str, Path)) else self._write_state_dict(source, version)
-        body = {"model_path": str(path.resolve()), "weight_version": version_to_wire(version), "abort_all_requests": self.config.weight_update == "abort"}
+        """Load new weights on every server as ``version``: a directory (or a state dict written to
+        ``engine.weights_dir``) via /update_weights_from_disk, or tensors via /update_weights_from_tensor
+        when ``engine.weight_sync == "tensor"`` (colocated, same host)."""
+        body: dict[str, Any] = {"weight_version": version_to_wire(version), "abort_all_requests": self.config.weight_update == "abort"}
+        if isinstance(source, Mapping) and self.config.weight_sync == "tensor":
+            from agentrl.engines.tensor_wire import serialize_named_tensors
+
+            route, what = "/update_weights_from_tensor", f"{len(source)} tensors"
+            body["serialized_named_tensors"] = [await asyncio.to_thread(serialize_named_tensors, source)]
+            body["flush_cache"] = True
+        else:
+            path = Path(source) if isinstance(source, (str, Path)) else self._write_state_dict(source, version)
+            route, what = "/update_weights_from_disk", str(path)
+            body["model_path"] = str(path.resolve())
         timeout = max(self.config.request_timeout_s, _CONTROL_TIMEOUT_S)
-        replies = await asyncio.gather(*(self._call("POST", u, "/update_weights_from_disk", body, timeout) for u in self.urls))
+        replies = await asyncio.gather(*(self._call("POST", u, route, body, timeout) for u in self.urls))
         for url, (status, reply) in zip(self.urls, replies):
             if status != 200 or not (isinstance(reply, dict) and reply.get("success")):
-                raise EngineError(f"SGLang server {url} failed to load weights from {path} (HTTP {status}): {_error_text(reply)}")
+                raise EngineError(f"SGLang server {url} failed to load weights from {what} (HTTP {status}): {_error_text(reply)}")
         self._version = int(version)
 
     def _write_state_dict(self, state: Mapping[str, Any], version: int) -> Path:

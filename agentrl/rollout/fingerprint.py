@@ -19,23 +19,6 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """Hash of the tokenizer's full definition (vocab, merges, normalizer, special tokens)."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        text = backend.to_str()
-    else:
-        text = json.dumps(sorted(tokenizer.get_vocab().items()))
-    special = json.dumps(sorted(str(t) for t in getattr(tokenizer, "all_special_tokens", [])))
-    return _sha(text + special)
-
-
-def template_fingerprint(tokenizer: Any) -> str:
-    """Hash of the chat template string ('none' when the tokenizer has no template)."""
-    template = getattr(tokenizer, "chat_template", None)
-    return _sha(json.dumps(template, sort_keys=True)) if template else "none"
-
-
 def architecture_fingerprint(model_config: Any) -> str:
     """Hash of the architecture-defining fields of a HF config (object, dict or config.json dir)."""
     if isinstance(model_config, (str, Path)):
@@ -55,9 +38,12 @@ def rollout_fingerprints(tokenizer: Any, engine: Any) -> dict[str, str]:
     if config is None:
         config = getattr(engine, "model_path", None) or getattr(tokenizer, "name_or_path", "") or ""
     semantics = getattr(engine, "semantics", "unknown")
+    from agentrl.chat import fingerprint as chat_fingerprint  # vocab/merges/added tokens, not runtime padding settings
+
+    chat = chat_fingerprint(tokenizer)
     return {
-        "tokenizer": tokenizer_fingerprint(tokenizer),
-        "chat_template": template_fingerprint(tokenizer),
+        "tokenizer": str(chat["tokenizer_sha256"])[:16],
+        "chat_template": str(chat["chat_template_sha256"])[:16],
         "architecture": architecture_fingerprint(config),
         "logprob_semantics": str(getattr(semantics, "value", semantics)),
     }

@@ -3,6 +3,7 @@
 Invariant: every sampled token enters the episode through ``TokenLedger.append_sampled`` with the
 engine's logprob and version; a stop request (the step boundary) leaves the episode ``partial``
 with everything generated so far, and ``run`` continues it later from ``ledger.input_ids()``.
+An env may bound the next reply's length with ``info["max_new_tokens"]`` (from reset or step).
 """
 
 from __future__ import annotations
@@ -55,7 +56,12 @@ class EpisodeRunner:
         self.stop_requested = False
         self.request_id: str | None = None
         self.failure_source: str | None = None  # "env", "engine" or "ledger" when the episode failed
-        self.turn_cap: int | None = None  # an env may cap the next reply's tokens via info["max_new_tokens"]
+        # An env may cap the next reply's tokens via info["max_new_tokens"] (reset or step info); the
+        # open turn's record keeps it so a reply resumed in another job keeps its budget.
+        self.turn_cap: int | None = None
+        stepped = [t for t in episode.turns if t.reward is not None]
+        if stepped:
+            self._take_cap(stepped[-1].info)
         self.task: asyncio.Task[Episode] | None = None
 
     @property
@@ -121,7 +127,7 @@ class EpisodeRunner:
         """The open turn's record (created when the turn starts)."""
         turns = self.episode.turns
         if not turns or turns[-1].reward is not None:
-            turns.append(TurnRecord(index=len(turns)))
+            turns.append(TurnRecord(index=len(turns), info={"max_new_tokens": self.turn_cap} if self.turn_cap else {}))
         return turns[-1]
 
     async def _turn(self) -> None:
@@ -129,7 +135,8 @@ class EpisodeRunner:
         turn = self._turn_record()
         input_ids = self.ledger.input_ids()
         context_left = self.ctx.config.max_episode_tokens - len(input_ids)
-        turn_left = min(self.ctx.config.max_new_tokens, self.turn_cap or self.ctx.config.max_new_tokens) - turn.num_tokens
+        cap = turn.info.get("max_new_tokens") or self.ctx.config.max_new_tokens
+        turn_left = min(self.ctx.config.max_new_tokens, int(cap)) - turn.num_tokens
         if context_left <= 0 and turn.num_tokens == 0:
             self.episode.turns.pop()
             self._finish("truncated")

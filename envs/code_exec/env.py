@@ -37,7 +37,11 @@ def submit(code: str) -> str:
 
 
 class CodeExecEnv(MultiTurnEnv):
-    """Multi-turn sandboxed coding: run cells, then submit a function graded by hidden tests."""
+    """Multi-turn sandboxed coding: run cells, then submit a function graded by hidden tests.
+
+    Pair it with ``rollout.stop: ["```\\n", "</tool_call>"]`` so a turn ends when its code block
+    or tool call closes (a row that never stops would hold the whole batch).
+    """
 
     config_model = CodeExecConfig
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import operator
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +33,11 @@ _LINEAR_UNITS: dict[str, tuple[str, float]] = {
 _TEMPERATURE_UNITS = ("C", "F", "K")
 
 
+def _pow_bits(base: float | int, exponent: float | int) -> float:
+    """Rough size in bits of base ** exponent, so nested powers cannot hang the process."""
+    return abs(int(base)).bit_length() * max(float(exponent), 0.0)
+
+
 def _evaluate(node: ast.AST) -> float | int:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
@@ -43,8 +47,8 @@ def _evaluate(node: ast.AST) -> float | int:
         return _UNARY[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
-            raise ToolCallError(f"exponent {right} is too large (at most {_MAX_EXPONENT})")
+        if isinstance(node.op, ast.Pow) and (abs(right) > _MAX_EXPONENT or _pow_bits(left, right) > 10_000):
+            raise ToolCallError(f"a power is too large (exponents up to {_MAX_EXPONENT}, results up to ~3000 digits)")
         return _BINARY[type(node.op)](left, right)
     raise ToolCallError(f"unsupported syntax {ast.dump(node)[:60]!r}: use numbers, + - * / // % ** and parentheses")
 
@@ -120,11 +124,6 @@ def lookup(country: str, field: str) -> str | float:
     if field not in row:
         raise ToolCallError(f"unknown field {field!r}.{did_you_mean(field, row)} Fields: {', '.join(row)}")
     return row[field]
-
-
-def is_finite_number(value: Any) -> bool:
-    """True for int/float values that are finite (answers must be)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 TOOLS = (calculator, convert_units, lookup)

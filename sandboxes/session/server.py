@@ -16,7 +16,7 @@ import shutil
 import signal
 import sys
 import time
-from typing import Any, Union
+from typing import Any
 
 from sandboxes.session.process_tree import (  # stripped when shipped
     CHUNK, PR_SET_CHILD_SUBREAPER, Capture, apply_limits, kill_descendants,  # stripped when shipped
@@ -96,7 +96,7 @@ class Supervisor:
             return None
 
     @staticmethod
-    def result(proc: Union[Worker, Program], exit_code: int | None, start: float, *, timed_out: bool = False,
+    def result(proc: Worker | Program, exit_code: int | None, start: float, *, timed_out: bool = False,
                oom: bool = False, restarted: bool = False) -> Reply:
         return {
             "stdout": proc.out.text(), "stderr": proc.err.text(), "exit_code": exit_code,

@@ -31,18 +31,18 @@ def test_join_leave_and_growth_match_full_forward(tiny_model_dir: Path) -> None:
             seq.append(int(logits[i].argmax()))
 
     check(runner.prefill(prompts[:2]), seqs)
-    for step in range(90):
-        if step in (5, 30):  # a short and a long prompt join a running batch (the long one forces a shift)
+    for step in range(60):
+        if step in (5, 20):  # a short and a long prompt join a running batch (the long one forces a shift)
             new = [list(prompts[2 if step == 5 else 3])]
             check(runner.prefill([p[:] for p in new]), new)
             seqs.extend(new)
         if step == 12:  # row 0 leaves: the last row moves into its slot
             runner.remove_row(0)
             seqs[0] = seqs.pop()
-        check(runner.decode([s[-1] for s in seqs]), seqs, verify=step % 6 in (0, 1) or step > 85)
+        check(runner.decode([s[-1] for s in seqs]), seqs, verify=step % 6 in (0, 1) or step > 55)
     assert worst < 1e-4
     assert runner.num_rows == len(seqs) == 3
-    assert runner.cache.cols_cap >= max(len(s) for s in seqs)
+    assert runner.cache.cols_cap > 64  # the buffers grew past their first allocation (relayouts)
 
 
 def test_version_spans_run_length_encode() -> None:

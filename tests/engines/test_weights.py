@@ -140,3 +140,21 @@ def test_sglang_client_writes_state_dict_to_weights_dir(tiny_model_dir: Path, pe
     assert inner.weight_version == 1 and result.token_versions() == [1] * 12
     assert (tmp_path / "v00000001" / "model.safetensors").is_file()
     _assert_matches(model, result)
+
+
+def test_sglang_client_sends_tensors_when_colocated(tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path]) -> None:
+    model, _ = perturbed
+    inner = build_embedded(tiny_model_dir)
+    try:
+        with ServedEngine(inner) as served:
+            client = SGLangEngine(EngineConfig(kind="sglang", urls=[served.url], weight_sync="tensor"))
+
+            async def body() -> GenerateResult:
+                await client.update_weights(model.state_dict(), version=7)
+                return await client.generate(PROMPT, GREEDY)
+
+            result = run_async(client, body)
+    finally:
+        asyncio.run(inner.close())
+    assert inner.weight_version == 7 and result.token_versions() == [7] * 12
+    _assert_matches(model, result)

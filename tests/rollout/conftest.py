@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,11 @@ from typing import Any
 import pytest
 
 from agentrl.config.sections import EngineConfig
+
+# Test modules import the test envs as ``rollout_test_envs`` (also how the subprocess jobs name them,
+# via PYTHONPATH); pytest's importlib mode does not put this folder on sys.path by itself.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(scope="session")

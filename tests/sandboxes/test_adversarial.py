@@ -118,3 +118,16 @@ def test_reading_proc_1_environ_leaks_nothing(sandbox: Sandbox) -> None:
 def test_killing_the_session_server_recovers(sandbox: Sandbox) -> None:
     result = run_contained(sandbox, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", 5.0)
     assert result.restarted and "restarted" in result.note
+
+
+def test_forged_giant_frame_to_the_host_is_refused(sandbox: Sandbox) -> None:
+    # A cell that reaches the supervisor's stdout (possible via /proc for a same-uid pipe) must not make
+    # the host allocate gigabytes: the channel refuses oversized frames and restarts the sandbox.
+    code = (
+        "import os, struct\n"
+        "with open(f'/proc/{os.getppid()}/fd/1', 'wb') as fh:\n"
+        "    fh.write(struct.pack('>I', 2**31) + b'x' * 64)\n"
+        "import time; time.sleep(1)"
+    )
+    result = run_contained(sandbox, code, 5.0)
+    assert result.restarted or result.exit_code == 1, result

@@ -16,6 +16,7 @@ from sandboxes import (
     SandboxConfig,
     SandboxConfigError,
     SandboxPool,
+    SandboxStartError,
     SandboxUnavailableError,
     docker_available,
     make_sandbox,
@@ -32,6 +33,12 @@ def test_no_docker_engine_names_the_fix() -> None:
     assert not docker_available(config)
 
 
+def test_docker_host_env_is_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/from-env.sock")
+    with pytest.raises(SandboxUnavailableError, match="from-env.sock"):
+        make_sandbox(DockerSandboxConfig(start_timeout_s=2))
+
+
 @pytest.mark.docker
 def test_missing_image_names_the_build_command(config_for: ConfigFactory) -> None:
     config = config_for("docker", image="agentrl-no-such-image:0")
@@ -44,6 +51,9 @@ def test_missing_image_names_the_build_command(config_for: ConfigFactory) -> Non
 def test_configs_are_strict_and_discriminated() -> None:
     with pytest.raises(pydantic.ValidationError, match="memory_bytes"):
         DockerSandboxConfig(memory_bytes=1)
+    for user in ("0", "0:0", "root", "nobody"):
+        with pytest.raises(pydantic.ValidationError, match="user"):
+            DockerSandboxConfig(user=user)
     with pytest.raises(pydantic.ValidationError, match="extra"):
         ProcessSandboxConfig(memroy_bytes=1)  # type: ignore[call-arg]
     adapter = pydantic.TypeAdapter(SandboxConfig)
@@ -56,3 +66,10 @@ def test_configs_are_strict_and_discriminated() -> None:
     assert isinstance(parse_sandbox_config({"cpus": 2}), DockerSandboxConfig)
     with pytest.raises(SandboxConfigError, match="pool size"):
         SandboxPool(ProcessSandboxConfig(), size=0)
+
+
+def test_process_backend_bad_interpreter_is_a_clear_start_error() -> None:
+    with pytest.raises(SandboxUnavailableError, match="no-such-python.*ProcessSandboxConfig.python"):
+        make_sandbox(ProcessSandboxConfig(python="no-such-python"))
+    with pytest.raises(SandboxStartError, match="did not start"):
+        make_sandbox(ProcessSandboxConfig(python="false"))  # exists, but is no Python

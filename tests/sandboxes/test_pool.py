@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sandboxes import DockerSandboxConfig, SandboxPool, SandboxPoolError
+from sandboxes import DockerSandbox, DockerSandboxConfig, SandboxPool, SandboxPoolError, reap_stale_containers
 from sandboxes.docker_backend import connect
 from sandboxes.reaper import RUN_LABEL
 
@@ -99,6 +99,7 @@ def test_pool_close_removes_its_containers(config_for: ConfigFactory) -> None:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_kill_9_then_next_pool_start_reaps_the_old_run(config_for: ConfigFactory) -> None:
+    config = config_for("docker")  # skips (or fails under CI=true) before spawning anything without Docker
     run_id = f"crash{os.getpid()}"
     script = (
         "import sys, time\nfrom sandboxes import SandboxPool, DockerSandboxConfig\n"
@@ -106,13 +107,26 @@ def test_kill_9_then_next_pool_start_reaps_the_old_run(config_for: ConfigFactory
         "print('ready', flush=True)\ntime.sleep(120)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT, text=True)
+    watchdog = threading.Timer(60, proc.kill)  # readline() must not hang the suite if the child does
+    watchdog.start()
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        watchdog.cancel()
     assert len(_containers(run_id)) == 4  # the crashed run left its containers behind
     start = time.monotonic()
-    with SandboxPool(config_for("docker"), size=1):
+    with SandboxPool(config, size=1):
         assert _containers(run_id) == []
     assert time.monotonic() - start < 30
+
+
+@pytest.mark.docker
+def test_reaper_spares_containers_of_live_owners(config_for: ConfigFactory) -> None:
+    with DockerSandbox(config_for("docker")) as sandbox:
+        client = connect(sandbox.config)
+        container = client.containers.get(sandbox.container_id)
+        assert container.name not in reap_stale_containers(client)
+        container.reload()
+        assert container.status == "running"
