@@ -121,7 +121,7 @@ class EmbeddedEngine:
 
     async def health(self) -> bool:
         """True when a one-token generation completes (SGLang's /health_generate)."""
-        if self._closed or not self.scheduler._thread.is_alive():
+        if self._closed or not self.scheduler.alive:
             return False
         probe = SamplingParams(max_new_tokens=1, temperature=0.0, ignore_eos=True)
         try:

@@ -120,6 +120,11 @@ class Scheduler:
             self._cond.notify()
         self._thread.join(timeout=30)
 
+    @property
+    def alive(self) -> bool:
+        """False once the loop thread has stopped."""
+        return self._thread.is_alive()
+
     def load(self) -> tuple[int, int]:
         """(running, waiting) request counts."""
         with self._cond:

@@ -59,7 +59,14 @@ class Supervisor:
         start, worker = time.monotonic(), self.worker
         worker.reset_captures()
         oom_before = oom_kills()
-        write_frame(worker.req_w, {"code": req["code"]})
+        lost_before = False
+        try:
+            write_frame(worker.req_w, {"code": req["code"]})
+        except BrokenPipeError:  # the worker died between cells (e.g. a thread of the last cell exited it)
+            worker.kill()
+            worker = self.worker = Worker(self.cfg)
+            write_frame(worker.req_w, {"code": req["code"]})
+            lost_before = True
         deadline = start + float(req["timeout_s"])
         reply, fds = None, [worker.res_r, worker.out.fd, worker.err.fd]
         while reply is None and worker.res_r in fds:
@@ -77,7 +84,9 @@ class Supervisor:
             worker.err.drain()
             if self.cfg.get("kill_background", True):
                 kill_descendants(keep=(worker.pid,))
-            return self.result(worker, reply["exit_code"], start, oom=reply["memory_error"])
+            return self.result(
+                worker, reply["exit_code"], start, oom=reply["memory_error"], restarted=lost_before
+            )
         # Timed out, or the worker died mid-cell (os._exit, a signal, the OOM killer): start a fresh one.
         timed_out = time.monotonic() >= deadline
         status = worker.kill()

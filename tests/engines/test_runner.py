@@ -39,7 +39,7 @@ def test_join_leave_and_growth_match_full_forward(tiny_model_dir: Path) -> None:
         if step == 12:  # row 0 leaves: the last row moves into its slot
             runner.remove_row(0)
             seqs[0] = seqs.pop()
-        check(runner.decode([s[-1] for s in seqs]), seqs, verify=step % 6 in (0, 1) or step > 55)
+        check(runner.decode([s[-1] for s in seqs]), seqs, verify=step % 10 in (0, 1) or step > 57)
     assert worst < 1e-4
     assert runner.num_rows == len(seqs) == 3
     assert runner.cache.cols_cap > 64  # the buffers grew past their first allocation (relayouts)

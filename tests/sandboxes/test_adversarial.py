@@ -131,3 +131,11 @@ def test_forged_giant_frame_to_the_host_is_refused(sandbox: Sandbox) -> None:
     )
     result = run_contained(sandbox, code, 5.0)
     assert result.restarted or result.exit_code == 1, result
+
+
+def test_worker_killed_between_cells_by_its_own_thread(sandbox: Sandbox) -> None:
+    code = "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), os._exit(1))).start()\nx = 1"
+    assert run_contained(sandbox, code, 5.0).exit_code == 0
+    time.sleep(0.5)  # the thread has killed the session process by now
+    result = sandbox.run_python("print('next')", 5)
+    assert result.stdout == "next\n" and result.restarted
