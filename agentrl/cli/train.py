@@ -1,7 +1,10 @@
 """``agentrl train CONFIG [overrides] [--resume RUN_DIR] [--dry-run]``: the whole RL loop.
 
-Under ``torchrun --nproc-per-node N`` the same command trains data-parallel with FSDP2; rank 0
-owns the engine (embedded, or the SGLang servers listed in engine.urls) and the rollouts.
+Several devices or hosts: ``torchrun --nproc-per-node N [--nnodes M --rdzv-backend c10d
+--rdzv-endpoint HOST:PORT] -m agentrl.cli.train CONFIG`` trains data-parallel with FSDP2
+(nccl on GPUs, gloo on CPU); rank 0 owns the engine (embedded, or the SGLang servers listed in
+engine.urls, reached over HTTP from any node) and the rollouts, and broadcasts each batch.
+SGLang servers must read ``engine.weights_dir`` (a shared filesystem) for weight sync.
 """
 
 from __future__ import annotations

@@ -96,6 +96,9 @@ class EmbeddedEngine:
             raise EngineError("input_ids is empty; send at least one prompt token (e.g. the chat template's generation prompt)")
         if len(input_ids) >= self.max_seq_len:
             raise EngineError(f"prompt of {len(input_ids)} tokens does not fit the engine's context of {self.max_seq_len} tokens (engine.max_seq_len / the model's max_position_embeddings); shorten the episode (rollout.max_episode_tokens)")
+        if not all(isinstance(t, int) for t in input_ids):
+            bad = next(t for t in input_ids if not isinstance(t, int))
+            raise EngineError(f"input_ids must be token ids (ints), got {type(bad).__name__} {bad!r}; pass tokenizer(...)['input_ids'], not the encoding object")
         low, high = min(input_ids), max(input_ids)
         if low < 0 or high >= self.vocab_size:
             raise EngineError(f"input_ids hold token id {low if low < 0 else high}, outside the model's vocabulary [0, {self.vocab_size}); tokenize with the model's own tokenizer")

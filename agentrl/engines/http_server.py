@@ -17,8 +17,8 @@ from aiohttp import web
 import agentrl
 from agentrl.engines.base import GenerateResult, new_request_id
 from agentrl.engines.embedded import EmbeddedEngine
-from agentrl.engines.tensor_wire import deserialize_named_tensors
 from agentrl.engines.sglang_wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
+from agentrl.engines.tensor_wire import deserialize_named_tensors
 from agentrl.errors import EngineError
 
 ENGINE_KEY = web.AppKey("engine", EmbeddedEngine)
@@ -99,9 +99,21 @@ async def _generate(request: web.Request) -> web.Response:
         rids = _per_item(rids, len(prompts), "rid", batch) if rids is not None else [new_request_id() for _ in prompts]
         if batch and len(set(rids)) != len(rids):
             raise EngineError("rid values must be unique within a batch")
-        results = await asyncio.gather(*(engine.generate(p, s, r) for p, s, r in zip(prompts, params, rids)))
     except EngineError as exc:
         return _error(str(exc))
+    tasks = [asyncio.ensure_future(engine.generate(p, s, r)) for p, s, r in zip(prompts, params, rids)]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:  # the client went away: its requests are aborted (engine.generate)
+        for task in tasks:
+            task.cancel()
+        raise
+    failed = [t.exception() for t in tasks if t.done() and t.exception() is not None]
+    if failed:  # one bad item fails the batch: stop its siblings and wait for them to return
+        await engine.abort(list(rids))
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return _error(str(failed[0]))
+    results = [t.result() for t in tasks]
     latency = time.monotonic() - started
     want_logprob = bool(body.get("return_logprob"))
     replies = [reply_json(r, return_logprob=want_logprob, text=_text(engine, r), latency_s=latency) for r in results]

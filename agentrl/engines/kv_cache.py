@@ -135,6 +135,7 @@ class SlotKVCache:
         start = max(window, live)  # new ``end``: enough room on the left for the window
         # keep half the columns free after a relayout, so relayouts stay rare (amortised O(1) per token)
         cols = self.cols_cap if 2 * (start + extra) <= self.cols_cap else max(2 * (start + extra), 64)
+        cols = min(cols, self.max_cols + self.max_cols // 2 + 1)  # bounded memory; still >= start + extra
         rows_cap = self.rows_cap if rows <= self.rows_cap else max(2 * self.rows_cap, rows, 4)
         self._relayout(rows_cap, cols, live_lo, start)
 

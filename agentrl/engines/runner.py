@@ -20,7 +20,7 @@ class ModelRunner:
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
-        num_layers = int(getattr(model.config, "num_hidden_layers"))
+        num_layers = int(model.config.num_hidden_layers)
         self.cache = SlotKVCache(num_layers, max_cols=max_seq_len)
         params = inspect.signature(model.forward).parameters
         # transformers 5.x renamed past_key_values -> cache (the old name warns until 5.40)

@@ -107,9 +107,6 @@ class Scheduler:
             if self._update is not None:
                 raise EngineError("a weight update is already pending; await it before sending another")
             self._update = _WeightUpdate(state_dict, version, done)
-            if self.weight_update == "abort":
-                for req in self._running:
-                    req.aborted = True
             self._cond.notify()
         return done
 
@@ -139,6 +136,9 @@ class Scheduler:
                 if self._closed:
                     break
                 admit = [] if self._update else self._pop_admissible()
+            if self._update is not None and self.weight_update == "abort":
+                for req in self._running:  # abort mode: running requests return their partial output now
+                    req.aborted = True
             self._reap_aborted()
             if self._update is not None and not self._running:
                 self._apply_update()

@@ -11,10 +11,10 @@ import base64
 import io
 import pickle
 from collections.abc import Mapping
+from multiprocessing.reduction import ForkingPickler
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers the tensor reductions ForkingPickler uses)
-from multiprocessing.reduction import ForkingPickler
 
 from agentrl.errors import EngineError
 

@@ -112,7 +112,6 @@ class EpisodeRunner:
             self.ctx.metrics.env_time_s += time.perf_counter() - started
 
     async def _start(self) -> None:
-        self.episode.status = "running"
         observation, info = await self._call_env("reset", seed=self.episode.seed, options=dict(self.episode.reset_options))
         self._take_cap(info)
         self.failure_source = "ledger"

@@ -11,6 +11,7 @@ import contextlib
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
@@ -24,7 +25,7 @@ from agentrl.trainer.logprobs import PolicyLogprobs
 _COUNT_KEYS = ("n_tokens", "n_seqs", "n_clipped_tokens", "n_clipped_seqs", "sum_abs_log_s", "entropy_sum", "loss")
 
 
-def lr_lambda(cfg: TrainerConfig, total_updates: int):  # noqa: ANN201 - a closure for LambdaLR
+def lr_lambda(cfg: TrainerConfig, total_updates: int) -> Callable[[int], float]:
     """Linear warm-up over ``warmup_steps`` optimizer steps, then constant, cosine or linear decay to 0."""
     def factor(update: int) -> float:
         if update < cfg.warmup_steps:
@@ -79,6 +80,7 @@ class PolicyUpdater:
             if norm is not None:
                 grad_norms.append(norm)
         metrics.update(self._summarize(totals, grad_norms, len(rows), time.perf_counter() - start))
+        metrics["train/stale_masked_tokens"] = float(sum(r.stale_tokens for r in rows))  # algorithm.max_token_lag
         return metrics
 
     def _mini_batch_step(self, mini: list[TrainRow], first: bool) -> tuple[dict[str, float], float | None]:

@@ -119,14 +119,16 @@ class CodeExecEnv(MultiTurnEnv):
         text = shorten(result, self.config.max_output_chars)
         message = tool(text, name="run_python") if parsed.via_tool else user(f"Output:\n```\n{text}\n```")
         bonus = self.config.run_bonus if ok else 0.0
-        info = {"action": "run", "code_ran": ok, "success": False, "reward_components": {"turn_cost": cost, "code_ran": bonus}}
+        info = {"action": "run", "code_ran": ok, "success": False, "sandbox_time_s": result.duration_s,
+                "reward_components": {"turn_cost": cost, "code_ran": bonus}}
         return [message], cost + bonus, False, last_turn, info
 
     def _submit(self, parsed: CodeAction) -> StepResult:
         result = grade(self.sandbox, self.task, "\n" + parsed.code, per_test_timeout_s=self.config.test_timeout_s)
         info = {
             "action": "submit", "success": result.success, "tests_passed": sum(result.passed),
-            "tests_total": len(result.passed), "errors": result.errors[:3], "reward_components": {"tests": result.fraction},
+            "tests_total": len(result.passed), "errors": result.errors[:3], "sandbox_time_s": result.duration_s,
+            "reward_components": {"tests": result.fraction},
         }
         return [], result.fraction, True, False, info
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
+from agentrl.engines.base import VersionSpan
 from agentrl.engines.runner import ModelRunner
 from agentrl.engines.scheduler import spans_from_versions
-from agentrl.engines.base import VersionSpan
 
 
 def test_join_leave_and_growth_match_full_forward(tiny_model_dir: Path) -> None:

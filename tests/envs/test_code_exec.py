@@ -121,3 +121,25 @@ def test_env_is_created_by_gymnasium_make() -> None:
         assert "single ```python code block" in observation[0]["content"]
     finally:
         env.close()
+
+
+def test_auto_sandbox_prefers_docker_and_bad_settings_fail_early(sandbox_kind: str) -> None:
+    from agentrl.errors import ConfigError
+    from envs.code_exec.sandboxing import resolve_kind
+
+    if sandbox_kind == "docker":
+        assert resolve_kind({"kind": "auto"}) == "docker"
+    with pytest.raises(ConfigError, match="memory_bytes"):
+        CodeExecEnv(sandbox={"kind": sandbox_kind, "memory_bytes": 5})
+    with pytest.raises(ConfigError, match="not one of"):
+        CodeExecEnv(sandbox={"kind": "vm"})
+
+
+@pytest.mark.slow
+def test_every_bundled_reference_solution_passes_its_hidden_tests() -> None:
+    from envs.code_exec.grading import grade
+    from envs.code_exec.sandboxing import open_sandbox
+
+    with open_sandbox({"kind": "process"}) as sandbox:
+        failing = [t.task_id for t in load_tasks("easy", "all") if not grade(sandbox, t, "\n" + (t.solution or "")).success]
+    assert failing == []

@@ -100,3 +100,19 @@ class FlakyScratchpad(Scratchpad):
         if self.task in self.fail_tasks:
             raise RuntimeError(f"sandbox crashed on {self.task}")
         return super().step(action)
+
+
+class AsyncScratchpad(Scratchpad):
+    """Offers async variants; the blocking ones raise, so a run proves the rollout awaited ``areset``/``astep``."""
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return Scratchpad.reset(self, seed=seed, options=options)
+
+    async def astep(self, action: str) -> StepResult:
+        return Scratchpad.step(self, action)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        raise AssertionError("the rollout must use areset")
+
+    def step(self, action: str) -> StepResult:
+        raise AssertionError("the rollout must use astep")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from rollout_test_envs import FlakyScratchpad, Scratchpad, SnapshotScratchpad
+from rollout_test_envs import AsyncScratchpad, FlakyScratchpad, Scratchpad, SnapshotScratchpad
 
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import GenerateResult, SamplingParams
@@ -245,5 +245,17 @@ def test_engine_dying_mid_step_is_a_clear_error(make_engine: Callable[[], Any], 
             await step
         assert buffer.last_step() is None
         await orch.close()
+
+    asyncio.run(scenario())
+
+
+def test_async_env_methods_are_used_when_present(make_engine: Callable[[], Any], tiny_tokenizer: Any) -> None:
+    async def scenario() -> None:
+        engine = make_engine()
+        orch = _orchestrator(engine, tiny_tokenizer, _cfg(partial_rollout=False), lambda: AsyncScratchpad(num_tasks=2))
+        batch = await orch.collect_step(1)
+        assert [e.status for g in batch.groups for e in g] == ["complete"] * 4 and not batch.dropped
+        await orch.close()
+        await engine.close()
 
     asyncio.run(scenario())

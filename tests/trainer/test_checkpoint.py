@@ -1,0 +1,52 @@
+"""Checkpoints: HF-loadable model, optimizer/RNG round trip, buffer copy, pruning, incomplete dirs ignored."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentrl.errors import CheckpointError
+from agentrl.trainer.checkpoint import BUFFER_FILE, latest_checkpoint, load_training_state, restore_buffer, save_checkpoint, set_rng_state
+
+
+def test_checkpoint_round_trip_and_pruning(tiny_lm: torch.nn.Module, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    opt = torch.optim.AdamW(tiny_lm.parameters(), lr=1e-3)
+    tiny_lm(input_ids=torch.tensor([[1, 2, 3]])).logits.sum().backward()
+    opt.step()
+    with sqlite3.connect(tmp_path / BUFFER_FILE) as db:
+        db.execute("CREATE TABLE t (x INTEGER)")
+        db.execute("INSERT INTO t VALUES (7)")
+    state = {k: v.detach() for k, v in tiny_lm.state_dict().items()}
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, step, lm=tiny_lm, state=state, tokenizer=None,
+                        training_state={"optimizer": opt.state_dict()}, meta={"note": "x"}, keep=2)
+    expected_draw = (random.random(), torch.rand(1).item())  # the RNG continues from the last save
+    ckpt = latest_checkpoint(tmp_path)
+    assert ckpt is not None and ckpt.step == 3 and ckpt.meta["note"] == "x"
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step_*")) == ["step_000002", "step_000003"]
+    reloaded = AutoModelForCausalLM.from_pretrained(ckpt.model_dir, dtype=torch.float32)
+    assert all(torch.equal(reloaded.state_dict()[k], v) for k, v in state.items())
+    training = load_training_state(ckpt)
+    assert training["optimizer"]["state"][0]["step"] == opt.state_dict()["state"][0]["step"]
+    random.random()
+    set_rng_state(training["rng"])
+    assert (random.random(), torch.rand(1).item()) == expected_draw
+    with sqlite3.connect(tmp_path / BUFFER_FILE) as db:
+        db.execute("INSERT INTO t VALUES (8)")  # the live buffer moves on after the checkpoint
+    restore_buffer(ckpt, tmp_path)
+    with sqlite3.connect(tmp_path / BUFFER_FILE) as db:
+        assert db.execute("SELECT x FROM t").fetchall() == [(7,)]
+
+
+def test_incomplete_checkpoint_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "checkpoints" / "step_000005").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "latest").write_text("step_000005\n")
+    with pytest.raises(CheckpointError, match="incomplete"):
+        latest_checkpoint(tmp_path)
+    assert latest_checkpoint(tmp_path / "fresh") is None
