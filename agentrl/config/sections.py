@@ -52,7 +52,7 @@ class RolloutConfig(StrictModel):
     group_size: int = Field(4, ge=1, description="Episodes per task (G): one GRPO/GSPO group.")
     prompts_per_step: int = Field(8, ge=1, description="Complete groups (B) a training step needs.")
     partial_rollout: bool = Field(True, description="Keep extra episodes in flight; abort the rest once B groups are complete and resume them next step.")
-    over_sample: float = Field(1.5, ge=1.0, description="With partial rollouts: groups kept in flight = ceil(over_sample * prompts_per_step).")
+    over_sample: float = Field(1.5, ge=1.0, description="With partial rollouts: groups kept in flight = max(ceil(over_sample * prompts_per_step), carried partial groups + prompts_per_step).")
     max_staleness: int = Field(2, ge=0, description="Most policy versions between a partial episode's oldest token and the current policy.")
     staleness_policy: Literal["drop", "mask"] = Field("drop", description="Too-stale partial episodes: drop and restart them, or keep them and let the trainer mask stale tokens.")
     max_turns: int | None = Field(None, ge=1, description="Turn limit per episode (default: the env's max_turns).")

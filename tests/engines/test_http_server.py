@@ -81,3 +81,30 @@ def test_info_health_flush_and_disk_update_routes(served: ServedEngine, tiny_mod
     assert server[1]["logprob_semantics"] == "tempered_full_vocab" and server[1]["context_length"] == 2048
     assert flush[0] == 200
     assert bad[0] == 400 and bad[1]["success"] is False and "safetensors" in bad[1]["message"]
+
+
+@pytest.mark.parametrize("routing", ["round_robin", "least_loaded"])
+def test_requests_spread_over_several_servers(tiny_model_dir: Path, routing: str) -> None:
+    from agentrl.config.sections import EngineConfig
+    from agentrl.engines.base import SamplingParams
+    from agentrl.engines.sglang_http import SGLangEngine
+    from tests.engines.conftest import run_async
+
+    inners = [build_embedded(tiny_model_dir), build_embedded(tiny_model_dir)]
+    try:
+        with ServedEngine(inners[0]) as a, ServedEngine(inners[1]) as b:
+            client = SGLangEngine(EngineConfig(kind="sglang", urls=[a.url, b.url], routing=routing))
+
+            async def body() -> list[Any]:
+                params = SamplingParams(max_new_tokens=20, ignore_eos=True)
+                results = await asyncio.gather(*(client.generate([1, 2, i], params) for i in range(6)))
+                await client.update_weights(str(tiny_model_dir), version=2)  # every server gets the update
+                return list(results)
+
+            results = run_async(client, body)
+            servers = {r.extra["server"] for r in results}
+    finally:
+        for inner in inners:
+            asyncio.run(inner.close())
+    assert servers == {a.url, b.url}
+    assert [inner.weight_version for inner in inners] == [2, 2]

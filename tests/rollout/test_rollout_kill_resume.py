@@ -50,17 +50,20 @@ def _job(config: Path, out: Path, log: Path, *extra: str) -> subprocess.Popen[by
 
 
 def _partials_stored(db: Path) -> int:
+    """Stored partial episodes cut in the middle of an assistant turn (tokens sampled, env not stepped)."""
     if not db.exists():
         return 0
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM episodes WHERE status = 'partial'").fetchone()[0])
+            rows = conn.execute("SELECT data FROM episodes WHERE status = 'partial'").fetchall()
     except sqlite3.OperationalError:  # tables not created yet
         return 0
+    episodes = [Episode.model_validate_json(row[0]) for row in rows]
+    return sum(1 for e in episodes if e.turns and e.turns[-1].reward is None and e.turns[-1].num_tokens > 0)
 
 
 def _kill_mid_step(proc: subprocess.Popen[bytes], db: Path, markers: Path, log: Path) -> None:
-    """SIGKILL once partial episodes are stored and the next step has stepped the env twice more."""
+    """SIGKILL once a mid-turn partial episode is stored and the next step has stepped the env twice more."""
     deadline = time.monotonic() + 180
     while _partials_stored(db) == 0:
         assert proc.poll() is None, f"the job ended before storing a partial episode:\n{log.read_text()[-3000:]}"
@@ -89,7 +92,7 @@ def test_sigkill_mid_step_then_resume_loses_nothing(tiny_model_dir: Path, tmp_pa
     stored = [e for g in buffer.load_groups() for e in g.episodes]
     buffer.close()
     partial = [e for e in stored if e.status == "partial"]
-    assert partial and any(e.turns and e.turns[-1].reward is None and e.turns[-1].num_tokens for e in partial)
+    assert partial and any(e.segment.num_sampled for e in partial)
 
     resumed = _job(config, out, log, "--resume", str(run_dir))
     assert resumed.wait(timeout=300) == 0, log.read_text()[-3000:]

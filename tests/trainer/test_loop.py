@@ -79,7 +79,8 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(tiny_model_dir: Path,
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    assert (killed / "checkpoints" / "latest").read_text().strip() == "step_000002"
+    # normally step 2; step 4 only if the 20 ms poll was starved for a whole step
+    assert (killed / "checkpoints" / "latest").read_text().strip() in ("step_000002", "step_000004")
     train(load_config(cfg_path, ["logging.run_name=killed"]), config_name="run", resume=killed)
     a, b = _records(straight), _records(killed)
     assert [r["step"] for r in b] == [1, 2, 3, 4, 5]
