@@ -14,6 +14,7 @@ from agentrl.config.sections import (
     AlgorithmConfig,
     EngineConfig,
     EnvConfig,
+    EvalConfig,
     LoggingConfig,
     ModelConfig,
     RolloutConfig,
@@ -39,6 +40,7 @@ class RunConfig(StrictModel):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Loss and advantage settings.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Optimisation settings.")
     logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Run directory, wandb, progress, plots.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation before and after training (agentrl train).")
 
     def cross_field_problems(self) -> list[Problem]:
         """Problems that involve more than one section (empty when the config is consistent)."""

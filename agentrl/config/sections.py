@@ -52,7 +52,7 @@ class RolloutConfig(StrictModel):
     group_size: int = Field(4, ge=1, description="Episodes per task (G): one GRPO/GSPO group.")
     prompts_per_step: int = Field(8, ge=1, description="Complete groups (B) a training step needs.")
     partial_rollout: bool = Field(True, description="Keep extra episodes in flight; abort the rest once B groups are complete and resume them next step.")
-    over_sample: float = Field(1.5, ge=1.0, description="With partial rollouts: groups kept in flight = max(ceil(over_sample * prompts_per_step), carried partial groups + prompts_per_step).")
+    over_sample: float = Field(1.5, ge=1.0, description="With partial rollouts: groups kept in flight = ceil(over_sample * prompts_per_step).")
     max_staleness: int = Field(2, ge=0, description="Most policy versions between a partial episode's oldest token and the current policy.")
     staleness_policy: Literal["drop", "mask"] = Field("drop", description="Too-stale partial episodes: drop and restart them, or keep them and let the trainer mask stale tokens.")
     max_turns: int | None = Field(None, ge=1, description="Turn limit per episode (default: the env's max_turns).")
@@ -113,3 +113,13 @@ class LoggingConfig(StrictModel):
     wandb_mode: Literal["auto", "online", "offline", "disabled"] = Field("auto", description="auto: online with an API key, else offline.")
     progress: bool = Field(True, description="Show the rich progress bar with live metrics.")
     plot_every: int = Field(1, ge=1, description="Refresh the PNG plots every N steps.")
+
+
+class EvalConfig(StrictModel):
+    """Held-out evaluation run by ``agentrl train`` before the first and after the last step."""
+
+    splits: list[str] = Field(default_factory=list, description="Values of env.kwargs.split to evaluate on (e.g. [test_kinds, test_instances]); empty: no evaluation.")
+    samples: int = Field(1, ge=1, description="Episodes per held-out task (n of pass@k).")
+    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of evaluation episodes; 0 = greedy.")
+    max_tasks: int | None = Field(None, ge=1, description="Evaluate only the first N tasks of each split (None: all).")
+    concurrency: int = Field(32, ge=1, description="Evaluation episodes in flight at once.")

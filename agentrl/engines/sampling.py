@@ -31,7 +31,8 @@ def sample_tokens(logits_bv: torch.Tensor, rows: list[RowSampling], default_gen:
     logprobs_bv = torch.log_softmax(logits_bv / temps[:, None], dim=-1)
     scores_bv = _filter_top_k_top_p(logprobs_bv, rows)
     # inverse-CDF draw: one uniform per row (cheap on CPU, where exponential_/multinomial are slow)
-    cdf_bv = torch.cumsum(torch.softmax(scores_bv, dim=-1), dim=-1)
+    # scores are (filtered) logprobs <= 0, so exp() cannot overflow; the CDF need not be normalised
+    cdf_bv = torch.cumsum(scores_bv.exp(), dim=-1)
     uniform_b = torch.rand(len(rows), generator=default_gen, device=device)
     for i, row in enumerate(rows):
         if row.generator is not None:  # a seeded request draws from its own stream, whatever the batch

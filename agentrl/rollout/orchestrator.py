@@ -114,10 +114,7 @@ class RolloutOrchestrator:
 
     async def _run_until_ready(self, dropped: list[GroupRun]) -> None:
         need = self.config.prompts_per_step
-        # Room for B fresh groups beside the carried stragglers, else long carried episodes would take
-        # every over-sampled slot and the step would wait for them (bounded: B leave per step).
-        carried = sum(g.state == "inflight" for g in self._groups)
-        target = max(math.ceil(self.config.over_sample * need), carried + need) if self.config.partial_rollout else need
+        target = math.ceil(self.config.over_sample * need) if self.config.partial_rollout else need
         while True:
             await self._settle(dropped)
             if sum(g.state == "ready" for g in self._groups) >= need:

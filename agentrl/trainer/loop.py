@@ -23,6 +23,7 @@ from agentrl.trainer.batch import build_rows
 from agentrl.trainer.checkpoint import BUFFER_FILE, latest_checkpoint, load_training_state, restore_buffer, save_checkpoint, set_rng_state
 from agentrl.trainer.distributed import DistInfo, decoder_layers_of, full_state_dict, init_distributed, shard_policy
 from agentrl.trainer.episode_stats import episode_metrics
+from agentrl.trainer.heldout import heldout_eval, summary_lines
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.reporting import RunReporter
 from agentrl.trainer.seeding import SeededEngine
@@ -226,10 +227,21 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
     run_dir = make_run_dir(cfg, config_name, resume) if dist.is_main else None
     run_dir = Path(_broadcast(str(run_dir) if run_dir else None, dist))
     session = await build_session(cfg, run_dir, dist, resume is not None)
+    before: dict[str, float] = {}
+    after: dict[str, float] = {}
     try:
-        await run_loop(session)
+        if dist.is_main and session.start_step == 0:
+            before = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "before")
+            if before:
+                session.reporter.log_extra(0, before)
+        history = await run_loop(session)
+        if dist.is_main and cfg.eval.splits:
+            after = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "after")
+            session.reporter.log_extra(history[-1]["step"] if history else session.start_step, after)
     finally:
         await _close(session)
+    for line in summary_lines(before, after):
+        print(f"[train] {line}", flush=True)
     return run_dir
 
 

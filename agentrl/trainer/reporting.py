@@ -95,6 +95,17 @@ class RunReporter:
         if step % self.cfg.plot_every == 0 or step == self.total:
             write_plots(self.history, self.run_dir / "plots.png")
 
+    def log_extra(self, step: int, metrics: dict[str, float]) -> None:
+        """Record metrics that are not a training step (held-out evaluation) in metrics.jsonl and wandb."""
+        if not self.enabled:
+            return
+        record = {"step": step, **metrics}
+        self.history.append(record)
+        with (self.run_dir / METRICS_FILE).open("a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+        if self._wandb is not None:
+            self._wandb.log(metrics, step=step)
+
     def close(self) -> None:
         """Flush plots and stop the progress bar and wandb."""
         if not self.enabled:

@@ -44,6 +44,9 @@ def trainer_problems(cfg: RunConfig, world_size: int = 1) -> list[Problem]:
     if rollout.staleness_policy == "mask" and algo.max_token_lag is None:
         problems.append(Problem("algorithm.max_token_lag", "rollout.staleness_policy is 'mask' but no lag bound is set, "
                                 "so stale tokens would be trained", f"set algorithm.max_token_lag (e.g. {rollout.max_staleness})"))
+    if algo.loss == "grpo" and algo.log_ratio_clamp is not None:
+        problems.append(Problem("algorithm.log_ratio_clamp", "the clamp bounds the sequence log-ratio log s, which loss "
+                                "'grpo' does not use (its ratios are per token)", "unset it or use gspo/gspo_token"))
     if rollout.group_size < 2:
         problems.append(Problem("rollout.group_size", "group_size 1 gives every episode advantage 0 (nothing to learn)",
                                 "set rollout.group_size >= 2"))

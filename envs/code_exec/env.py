@@ -139,7 +139,8 @@ class CodeExecEnv(MultiTurnEnv):
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Rebuild the state of ``snapshot`` (after ``reset`` with the same task): re-run its cells in order."""
         self.task = self._by_id[snapshot["task_id"]]
-        self.sandbox.reset()
+        if self._sandbox is not None:  # no sandbox yet means nothing to clear (it starts on first use)
+            self._sandbox.reset()
         for cell in snapshot["cells"]:
             self.sandbox.run_python(cell, timeout_s=self.config.cell_timeout_s)
         self.cells, self.turn = list(snapshot["cells"]), int(snapshot["turn"])

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -62,6 +63,21 @@ def run_async(engine: Any, body: Callable[[], Awaitable[Any]]) -> Any:
                 await engine.close()
 
     return asyncio.run(main())
+
+
+async def wait_running(engine: Any, n: int, timeout_s: float = 30.0) -> None:
+    """Wait until ``n`` requests are decoding (each has sampled >= 1 token), in process or via /server_info."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        if isinstance(engine, SGLangEngine):
+            async with aiohttp.ClientSession() as session, session.get(engine.urls[0] + "/server_info") as resp:
+                running = (await resp.json())["internal_states"][0]["num_running_reqs"]
+        else:
+            running = engine.load()["num_running_reqs"]
+        if running >= n:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"only {running} of {n} requests started"
+        await asyncio.sleep(0.01)
 
 
 def build_embedded(model_dir: Path, **overrides: Any) -> EmbeddedEngine:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.engines.base import GenerateResult, InferenceEngine, SamplingParams, new_request_id
-from tests.engines.conftest import run_async
+from tests.engines.conftest import run_async, wait_running
 
 PROMPT = [5, 17, 42, 99, 7]
 
@@ -91,7 +91,7 @@ def test_abort_running_request_returns_partial_tokens(engine: Any) -> None:
 
     async def body() -> GenerateResult:
         task = asyncio.ensure_future(engine.generate(PROMPT, SamplingParams(max_new_tokens=2000, ignore_eos=True), rid))
-        await engine.generate([1, 2], SamplingParams(max_new_tokens=3, ignore_eos=True))  # the long one is running now
+        await wait_running(engine, 1)
         await engine.abort([rid])
         return await task
 
@@ -106,7 +106,7 @@ def test_abort_queued_request_returns_zero_tokens(engine: Any) -> None:
 
     async def body() -> tuple[list[GenerateResult], GenerateResult]:
         running = [asyncio.ensure_future(engine.generate(PROMPT + [i], long)) for i in range(4)]  # fills the 4 slots
-        await asyncio.sleep(0.05)
+        await wait_running(engine, 4)
         queued_rid = new_request_id()
         queued = asyncio.ensure_future(engine.generate(PROMPT, long, queued_rid))
         await asyncio.sleep(0.1)

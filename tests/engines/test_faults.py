@@ -115,8 +115,12 @@ def test_rid_prefix_abort_and_queued_reply_shape(served: ServedEngine) -> None:
                 async with session.post(served.url + "/generate", json={"input_ids": [1, 2, 3], "sampling_params": long, "rid": rid, "return_logprob": True}) as resp:
                     return await resp.json()
 
-            tasks = [asyncio.ensure_future(gen(f"job{i}-{'x' * 28}")) for i in range(5)]  # 4 slots: job4 queues
-            await asyncio.sleep(0.3)
+            tasks = [asyncio.ensure_future(gen(f"job{i}-{'x' * 28}")) for i in range(4)]  # fills the 4 slots
+            while served.engine.load()["num_running_reqs"] < 4:
+                await asyncio.sleep(0.01)
+            tasks.append(asyncio.ensure_future(gen(f"job4-{'x' * 28}")))  # queues
+            while served.engine.load()["num_waiting_reqs"] < 1:
+                await asyncio.sleep(0.01)
             async with session.post(served.url + "/abort_request", json={"rid": "job"}) as resp:
                 assert resp.status == 200
             return await asyncio.gather(*tasks)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from agentrl.engines.base import GenerateResult, SamplingParams, new_request_id
-from tests.engines.conftest import run_async
+from tests.engines.conftest import run_async, wait_running
 
 TOL = 1e-4
 
@@ -66,7 +66,7 @@ def test_resume_after_abort_matches_uninterrupted_forward(engine: Any, reference
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
         task = asyncio.ensure_future(engine.generate(prompt, SamplingParams(max_new_tokens=cap, temperature=temperature, ignore_eos=True), rid))
-        await engine.generate([1], SamplingParams(max_new_tokens=2, ignore_eos=True))
+        await wait_running(engine, 1)
         await engine.abort([rid])
         partial = await task
         resumed = await engine.generate(prompt + partial.output_ids, SamplingParams(max_new_tokens=30, temperature=temperature, ignore_eos=True))

@@ -14,7 +14,7 @@ from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import GenerateResult, SamplingParams
 from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.errors import EngineConfigError, EngineError
-from tests.engines.conftest import ServedEngine, build_embedded, run_async
+from tests.engines.conftest import ServedEngine, build_embedded, run_async, wait_running
 from tests.engines.test_logprobs import reference_logprobs
 
 PROMPT = [4, 8, 15, 16, 23, 42]
@@ -72,7 +72,7 @@ def test_finish_old_lets_running_requests_finish_on_old_weights(embedded: Any, p
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
         running = asyncio.ensure_future(embedded.generate(PROMPT, LONG))
-        await embedded.generate([1], SamplingParams(max_new_tokens=2, ignore_eos=True))  # now running
+        await wait_running(embedded, 1)
         update = asyncio.ensure_future(embedded.update_weights(model.state_dict(), version=1))
         await asyncio.sleep(0.01)
         later = asyncio.ensure_future(embedded.generate(PROMPT, GREEDY))  # queued behind the drain
@@ -92,7 +92,7 @@ def test_abort_mode_returns_partial_output_of_old_version(tiny_model_dir: Path, 
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
         running = asyncio.ensure_future(engine.generate(PROMPT, SamplingParams(max_new_tokens=2000, ignore_eos=True)))
-        await engine.generate([1], SamplingParams(max_new_tokens=2, ignore_eos=True))
+        await wait_running(engine, 1)
         await engine.update_weights(model.state_dict(), version=1)
         return await running, await engine.generate(PROMPT, GREEDY)
 

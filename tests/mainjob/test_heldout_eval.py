@@ -1,0 +1,74 @@
+"""The main job's pieces: held-out evaluation before/after training in ``agentrl train``, and the quickstart config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentrl.config.loader import load_config
+from agentrl.trainer.heldout import summary_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _config(tmp_path: Path, model_dir: Path, eval_section: dict[str, Any]) -> Path:
+    data: dict[str, Any] = {
+        "model": {"path": str(model_dir), "device": "cpu"},
+        "engine": {"kind": "embedded", "max_batch_size": 8, "max_seq_len": 512},
+        "env": {"id": "agentrl/CodeExec-v0", "kwargs": {"tasks": "easy", "max_turns": 1, "sandbox": {"kind": "process"}}},
+        "rollout": {"group_size": 2, "prompts_per_step": 1, "partial_rollout": False, "max_new_tokens": 8,
+                    "max_episode_tokens": 256, "stop": ["\n```\n"]},
+        "algorithm": {"loss": "gspo_token"},
+        "trainer": {"steps": 1, "lr": 1e-3, "mini_batches": 1, "save_every": 1, "gradient_checkpointing": False},
+        "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
+        "eval": eval_section,
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_quickstart_config_evaluates_held_out_kinds_and_instances() -> None:
+    cfg = load_config(ROOT / "configs" / "quickstart.yaml", [])
+    assert cfg.eval.splits == ["test_kinds", "test_instances"]
+    assert cfg.algorithm.loss == "gspo_token" and cfg.algorithm.old_logprobs == "engine"
+    assert cfg.rollout.partial_rollout
+    assert "```\n" not in cfg.rollout.stop  # it would also stop at an untagged opening fence
+
+
+def test_summary_lines_compare_before_and_after() -> None:
+    before = {"eval/test_kinds/pass@1": 0.25, "eval/test_kinds/reward_mean": 0.4}
+    after = {"eval/test_kinds/pass@1": 0.5, "eval/test_kinds/reward_mean": 0.6, "eval/other/pass@1": 1.0}
+    assert summary_lines(before, after) == ["held-out test_kinds pass@1: 0.25 -> 0.50 (+0.25)"]
+
+
+@pytest.mark.slow
+def test_train_evaluates_held_out_splits_before_and_after(tiny_model_dir: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from agentrl.trainer.loop import train
+
+    cfg_path = _config(tmp_path, tiny_model_dir, {"splits": ["test_kinds"], "samples": 2, "max_tasks": 2,
+                                                  "temperature": 0.0})
+    run_dir = train(load_config(cfg_path, ["logging.run_name=heldout"]), config_name="run")
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if "eval/test_kinds/pass@1" in r]
+    assert [r["step"] for r in evals] == [0, 1]  # before the first step and after the last one
+    for phase in ("before", "after"):
+        report = json.loads((run_dir / f"eval-{phase}-test_kinds.json").read_text())
+        assert report["num_tasks"] == 2 and report["samples"] == 2
+        assert all(task["task_id"].split("/")[1] in ("conditionals", "sets") for task in report["tasks"])
+    assert "held-out test_kinds pass@1:" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_train_without_eval_splits_logs_no_eval_records(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl.trainer.loop import train
+
+    run_dir = train(load_config(_config(tmp_path, tiny_model_dir, {}), ["logging.run_name=noeval"]), config_name="run")
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1]
+    assert not list(run_dir.glob("eval-*.json"))
