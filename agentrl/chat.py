@@ -32,7 +32,8 @@ def _template_source(tokenizer: Any) -> str:
 def fingerprint(tokenizer: Any) -> dict[str, Any]:
     """Hashes identifying a tokenizer (vocab, merges, added tokens) and its chat template.
 
-    The rollout buffer stores this and refuses to resume episodes under another tokenizer/template.
+    The single definition of these hashes: ``agentrl.rollout.fingerprint.rollout_fingerprints`` adds
+    architecture and logprob semantics, and the rollout buffer refuses to resume under another setup.
     """
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:

@@ -106,7 +106,8 @@ def restore_env(
 
     Returns the messages the replay produced (opening messages then each step's messages), so a
     caller can check them against the recorded chat. Raises ``RolloutError`` when the env can do
-    neither (``replayable = False`` and no snapshot): such episodes restart from their last turn.
+    neither (``replayable = False`` and no snapshot) or the replay ends early; the rollout then
+    restarts the episode from scratch (``agentrl.rollout.replay``).
     """
     base = env.unwrapped
     messages, _ = env.reset(seed=seed, options=options)

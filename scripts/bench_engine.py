@@ -44,13 +44,21 @@ def hf_generate_tps(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: i
 async def engine_tps(engine: object, prompts: list[list[int]], params: list[SamplingParams], static_batch: int | None = None) -> float:
     """Tokens/s for all requests at once (continuous) or in static chunks that wait for their slowest."""
     await engine.generate(prompts[0][:4], SamplingParams(max_new_tokens=4, ignore_eos=True))  # warm-up
+    scheduler = getattr(engine, "scheduler", None)
+    before = (scheduler.prefills, scheduler.steps) if scheduler else (0, 0)
     started = time.perf_counter()
     chunk = static_batch or len(prompts)
     total = 0
     for i in range(0, len(prompts), chunk):
         results = await asyncio.gather(*(engine.generate(p, s) for p, s in zip(prompts[i : i + chunk], params[i : i + chunk])))
         total += sum(len(r.output_ids) for r in results)
-    return total / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    if scheduler:  # forward passes: a load-independent view of the batching policy
+        FORWARDS[static_batch or 0] = (scheduler.prefills - before[0], scheduler.steps - before[1])
+    return total / elapsed
+
+
+FORWARDS: dict[int, tuple[int, int]] = {}  # static batch (0 = continuous) -> (prefill, decode) passes
 
 
 def mixed_workload(n: int, vocab: int, seed: int) -> tuple[list[list[int]], list[SamplingParams]]:
@@ -111,6 +119,7 @@ def summarise(rounds: list[dict[str, float]]) -> dict[str, object]:
         "mixed_64": {"continuous_tok_s": best["continuous"], "static_tok_s": best["static"], "speedup": best["continuous"] / best["static"]},
         "http_vs_in_process": {"http_tok_s": best["http"], "in_process_tok_s": best["continuous"], "ratio": best["http"] / best["continuous"]},
         "rounds": rounds,
+        "forward_passes_mixed_64": {("continuous" if k == 0 else f"static_{k}"): {"prefill": p, "decode": d} for k, (p, d) in FORWARDS.items()},
     }
 
 

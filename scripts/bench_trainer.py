@@ -165,6 +165,8 @@ def main() -> None:
         "gspo_token_vs_ce_tokens_per_s": ours_1mb["tokens_per_s"] / ce["tokens_per_s"],
         "peak_memory_vs_naive": mem_ours["peak_rss_gb"] / mem_naive["peak_rss_gb"],
         "peak_memory_gb": mem_ours["peak_rss_gb"],
+        "memory_shape": f"{args.mem_batch}x384 tokens, SmolLM2-135M architecture; peaks are whole-process RSS "
+                        "(model, grads and AdamW state included)",
         "targets": {"engine_vs_recompute_step_time": "<= 0.8", "gspo_token_vs_ce_tokens_per_s": ">= 0.9",
                     "peak_memory_vs_naive": "<= 0.35", "peak_memory_gb": "<= 6"},
         "runs": {"engine": engine, "recompute": recompute, "gspo_token_1mb": ours_1mb, "ce": ce,

@@ -14,8 +14,6 @@ from typing import Any
 from agentrl.errors import ConfigError
 from agentrl.trajectory import Episode, TurnRecord
 
-BUFFER_FILE = "rollout_buffer.sqlite"
-
 
 def register(subparsers: Any) -> None:
     """Add the ``inspect`` subcommand."""
@@ -30,6 +28,8 @@ def register(subparsers: Any) -> None:
 
 def load_episodes(source: str | Path, *, step: int | None = None, state: str | None = None) -> list[tuple[str, Episode]]:
     """``(label, episode)`` pairs from a run directory, buffer file or JSONL file."""
+    from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer  # lazy: `agentrl --help` stays fast
+
     path = Path(source)
     if path.is_dir():
         path = path / BUFFER_FILE
@@ -38,8 +38,6 @@ def load_episodes(source: str | Path, *, step: int | None = None, state: str | N
     if path.suffix in (".jsonl", ".json"):
         episodes = [Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         return [("file", e) for e in episodes]
-    from agentrl.rollout.buffer import RolloutBuffer
-
     buffer = RolloutBuffer(path)
     try:
         groups = buffer.load_groups(("inflight", "ready", "handed", "trained", "dropped"))

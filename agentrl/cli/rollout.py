@@ -18,8 +18,6 @@ from typing import Any
 
 from agentrl.errors import AgentRLError, ConfigError
 
-BUFFER_FILE = "rollout_buffer.sqlite"
-
 
 def register(subparsers: Any) -> None:
     """Add the ``rollout`` subcommand."""
@@ -40,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_dir(cfg: Any, config_path: str, resume: str | None) -> Path:
+    from agentrl.rollout.buffer import BUFFER_FILE  # lazy, like every heavy import of the CLI frame
+
     if resume is not None:
         run_dir = Path(resume)
         if not (run_dir / BUFFER_FILE).is_file():
@@ -65,23 +65,14 @@ def _written_groups(out: Path) -> set[str]:
     return {json.loads(line)["group_id"] for line in keep.decode("utf-8").splitlines() if line.strip()}
 
 
-def _make_engine(cfg: Any) -> Any:
-    try:
-        from agentrl.engines.factory import make_engine
-    except ImportError:  # the factory is optional in minimal installs: the embedded engine needs none
-        from agentrl.engines.embedded import EmbeddedEngine
-
-        return EmbeddedEngine.from_pretrained(cfg.model.path, config=cfg.engine)
-    return make_engine(cfg.engine, cfg.model)
-
-
 async def collect(args: argparse.Namespace) -> Path:
     """Run the rollout job; returns the run directory."""
     from transformers import AutoTokenizer
 
     from agentrl.config.loader import load_config
+    from agentrl.engines.factory import make_engine
     from agentrl.registry import make_env_factory
-    from agentrl.rollout.buffer import RolloutBuffer
+    from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
     from agentrl.rollout.dataset import TaskDataset
     from agentrl.rollout.orchestrator import RolloutOrchestrator
 
@@ -97,7 +88,7 @@ async def collect(args: argparse.Namespace) -> Path:
     if dataset.total is None:
         raise ConfigError(f"env {cfg.env.id!r} has no task ids; pass --num-tasks N to collect N tasks")
     buffer = RolloutBuffer(run_dir / BUFFER_FILE)  # before the model loads: a bad buffer fails fast
-    engine = _make_engine(cfg)
+    engine = make_engine(cfg.engine, cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
     orchestrator = RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
     try:
@@ -136,6 +127,8 @@ async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], ma
 
 def run_command(args: argparse.Namespace) -> int:
     """Entry point of the subcommand: 0 on success, 1 with a one-line error."""
+    from agentrl.rollout.buffer import BUFFER_FILE
+
     try:
         run_dir = asyncio.run(collect(args))
     except AgentRLError as exc:

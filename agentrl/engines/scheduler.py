@@ -61,7 +61,8 @@ class Scheduler:
         self.max_prefill_tokens = max_prefill_tokens
         self.weight_update = weight_update
         self.version = 0
-        self.steps = 0
+        self.steps = 0  # decode forward passes so far
+        self.prefills = 0  # prefill forward passes so far
         self._gen = torch.Generator(device=runner.device).manual_seed(seed)
         self._cond = threading.Condition()
         self._waiting: collections.deque[Request] = collections.deque()
@@ -180,6 +181,7 @@ class Scheduler:
 
     def _prefill(self, admit: list[Request]) -> None:
         logits = self.runner.prefill([r.input_ids for r in admit])
+        self.prefills += 1
         self._running.extend(admit)
         first = len(self._running) - len(admit)
         self._sample_and_check(logits, first, admit)

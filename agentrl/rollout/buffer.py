@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from agentrl.errors import RolloutBufferError
 from agentrl.trajectory import Episode
 
+BUFFER_FILE = "rollout_buffer.sqlite"  # its name inside a run directory
 SCHEMA_VERSION = "1"
 GroupState = Literal["inflight", "ready", "handed", "trained", "dropped"]
 _SCHEMA = """

@@ -1,7 +1,8 @@
 """Fingerprints of everything that gives stored token ids and logprobs their meaning.
 
 A buffer written under one tokenizer, chat template, model architecture or logprob semantics is
-refused under another: resuming would silently train on garbage.
+refused under another: resuming would silently train on garbage. Tokenizer and template hashes
+come from ``agentrl.chat.fingerprint`` (the one definition); this module adds the rest.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import hashlib
 import json
 from pathlib import Path
 from typing import Any
+
+from agentrl.chat import fingerprint as chat_fingerprint
 
 # Config keys that define the architecture (not dtype, paths or generation defaults).
 _ARCH_KEYS = ("architectures", "model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim", "tie_word_embeddings")
@@ -38,8 +41,6 @@ def rollout_fingerprints(tokenizer: Any, engine: Any) -> dict[str, str]:
     if config is None:
         config = getattr(engine, "model_path", None) or getattr(tokenizer, "name_or_path", "") or ""
     semantics = getattr(engine, "semantics", "unknown")
-    from agentrl.chat import fingerprint as chat_fingerprint  # vocab/merges/added tokens, not runtime padding settings
-
     chat = chat_fingerprint(tokenizer)
     return {
         "tokenizer": str(chat["tokenizer_sha256"])[:16],

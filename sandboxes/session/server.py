@@ -48,6 +48,7 @@ class Supervisor:
         return reply
 
     def op_ping(self, req: dict[str, Any]) -> Reply:
+        """Liveness, pids and the network devices the sandbox sees."""
         try:  # per network namespace: only "lo" means the sandbox has no network
             with open("/proc/self/net/dev") as fh:
                 devices: list[str] | None = [line.split(":")[0].strip() for line in fh.readlines()[2:]]
@@ -56,6 +57,7 @@ class Supervisor:
         return {"pid": os.getpid(), "worker": self.worker.pid, "net_devices": devices}
 
     def op_run(self, req: dict[str, Any]) -> Reply:
+        """Run a code cell in the stateful worker; a timeout or crash replaces the worker."""
         start, worker = time.monotonic(), self.worker
         worker.reset_captures()
         oom_before = oom_kills()
@@ -98,6 +100,7 @@ class Supervisor:
 
     @staticmethod
     def read_reply(worker: Worker, fds: list[int]) -> Reply | None:
+        """The worker's framed reply, or None (its fd leaves ``fds``) when it died mid-cell."""
         try:
             return read_frame(worker.res_r)
         except (EOFError, ValueError):
@@ -107,6 +110,7 @@ class Supervisor:
     @staticmethod
     def result(proc: Worker | Program, exit_code: int | None, start: float, *, timed_out: bool = False,
                oom: bool = False, restarted: bool = False) -> Reply:
+        """The reply of a run or exec: captured output, exit status and what went wrong."""
         return {
             "stdout": proc.out.text(), "stderr": proc.err.text(), "exit_code": exit_code,
             "timed_out": timed_out, "oom_killed": oom, "restarted": restarted,
@@ -115,6 +119,7 @@ class Supervisor:
         }
 
     def op_exec(self, req: dict[str, Any]) -> Reply:
+        """Run a one-off program (argv, optional stdin) with the output caps and a timeout."""
         start = time.monotonic()
         program = Program(self.cfg, req["argv"], req.get("stdin"))
         status, timed_out = program.pump(start + float(req["timeout_s"]))
@@ -123,6 +128,7 @@ class Supervisor:
         return self.result(program, None if timed_out else status, start, timed_out=timed_out)
 
     def op_write(self, req: dict[str, Any]) -> Reply:
+        """Write base64-encoded files under the work dir."""
         for path, data in req["files"].items():
             full = os.path.join(self.cfg["workdir"], path)
             os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
@@ -131,6 +137,7 @@ class Supervisor:
         return {}
 
     def op_read(self, req: dict[str, Any]) -> Reply:
+        """Read one file of the work dir (base64), refused above max_read_bytes."""
         full, cap = os.path.join(self.cfg["workdir"], req["path"]), self.cfg["max_read_bytes"]
         size = os.path.getsize(full)
         if size > cap:
@@ -139,6 +146,7 @@ class Supervisor:
             return {"data": base64.b64encode(fh.read()).decode("ascii")}
 
     def op_reset(self, req: dict[str, Any]) -> Reply:
+        """Kill the worker, wipe the writable dirs and start a fresh worker."""
         self.worker.kill()
         for root in self.cfg["wipe_dirs"]:
             for name in os.listdir(root):
@@ -182,6 +190,7 @@ class Program:
             self.close_stdin()
 
     def close_stdin(self) -> None:
+        """Close the program's stdin (idempotent), so it sees EOF."""
         if self.in_w is not None:
             os.close(self.in_w)
             self.in_w = None

@@ -6,8 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from engine_harness import run_async, wait_running
+
 from agentrl.engines.base import GenerateResult, InferenceEngine, SamplingParams, new_request_id
-from tests.engines.conftest import run_async, wait_running
 
 PROMPT = [5, 17, 42, 99, 7]
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import aiohttp
 import pytest
+from engine_harness import ServedEngine, build_embedded, run_async
 
 from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.errors import EngineConfigError, EngineError
-from tests.engines.conftest import ServedEngine, build_embedded, run_async
 
 
 def _free_port() -> int:

@@ -9,8 +9,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-
-from tests.engines.conftest import ServedEngine, build_embedded
+from engine_harness import ServedEngine, build_embedded
 
 
 @pytest.fixture
@@ -85,10 +84,11 @@ def test_info_health_flush_and_disk_update_routes(served: ServedEngine, tiny_mod
 
 @pytest.mark.parametrize("routing", ["round_robin", "least_loaded"])
 def test_requests_spread_over_several_servers(tiny_model_dir: Path, routing: str) -> None:
+    from engine_harness import run_async
+
     from agentrl.config.sections import EngineConfig
     from agentrl.engines.base import SamplingParams
     from agentrl.engines.sglang_http import SGLangEngine
-    from tests.engines.conftest import run_async
 
     inners = [build_embedded(tiny_model_dir), build_embedded(tiny_model_dir)]
     try:

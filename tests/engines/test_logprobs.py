@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import torch
+from engine_harness import reference_logprobs, run_async, wait_running
 
 from agentrl.engines.base import GenerateResult, SamplingParams, new_request_id
-from tests.engines.conftest import run_async, wait_running
 
 TOL = 1e-4
 
@@ -24,15 +24,6 @@ def reference_model(tiny_model_dir: Path) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
-
-
-def reference_logprobs(model: torch.nn.Module, prompt: list[int], output: list[int], temperature: float) -> torch.Tensor:
-    """log_softmax(logits.float() / T) of each output token, from one forward over the whole sequence."""
-    ids = torch.tensor([prompt + output])
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    return logp.gather(1, torch.tensor(output)[:, None]).squeeze(1)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])

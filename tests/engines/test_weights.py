@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 import torch
+from engine_harness import ServedEngine, build_embedded, reference_logprobs, run_async, wait_running
 
 from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import GenerateResult, SamplingParams
 from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.errors import EngineConfigError, EngineError
-from tests.engines.conftest import ServedEngine, build_embedded, run_async, wait_running
-from tests.engines.test_logprobs import reference_logprobs
 
 PROMPT = [4, 8, 15, 16, 23, 42]
 GREEDY = SamplingParams(max_new_tokens=12, temperature=0.0, ignore_eos=True)
