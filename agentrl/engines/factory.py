@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentrl.config.sections import EngineConfig, ModelConfig
 from agentrl.engines.base import InferenceEngine
 
+if TYPE_CHECKING:  # torch is imported lazily: building an SGLang client needs no torch
+    import torch
 
-def resolve_device_dtype(model_cfg: ModelConfig) -> tuple[str, "torch.dtype"]:  # noqa: F821
+
+def resolve_device_dtype(model_cfg: ModelConfig) -> tuple[str, torch.dtype]:
     """ModelConfig's auto device/dtype -> concrete ones (cuda + bfloat16 when available, else cpu + float32)."""
     import torch
 

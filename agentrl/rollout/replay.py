@@ -25,9 +25,12 @@ class RestoreOutcome:
     reason: str = ""
 
 
-def _normalized(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as they look after a JSON round trip (how the buffer stores them)."""
-    return json.loads(json.dumps(messages, default=str))
+def as_recorded(value: Any) -> Any:
+    """``value`` after a JSON round trip: how the runner records env output (messages, info, snapshots).
+
+    Replay compares the env's new output in this same form, so both sides must use this function.
+    """
+    return json.loads(json.dumps(value, default=str))
 
 
 def stepped_turns(episode: Episode) -> list[int]:
@@ -47,11 +50,11 @@ def restore_episode_env(env: Any, episode: Episode) -> RestoreOutcome:
         return RestoreOutcome("restart", f"env raised {type(exc).__name__} while restoring: {exc}")
     if snapshot is not None:
         return RestoreOutcome("snapshot")
-    replayed = _normalized(history)
-    recorded_env = _normalized([m for t in turns for m in t.env_messages])
+    replayed = as_recorded(history)
+    recorded_env = as_recorded([m for t in turns for m in t.env_messages])
     opening_count = len(replayed) - len(recorded_env)
     if opening_count < 0 or replayed[opening_count:] != recorded_env:
         return RestoreOutcome("restart", "replayed env messages differ from the recorded ones (the env is not deterministic)")
-    if replayed[:opening_count] != _normalized(episode.messages[:opening_count]):
+    if replayed[:opening_count] != as_recorded(episode.messages[:opening_count]):
         return RestoreOutcome("restart", "replayed opening messages differ from the recorded ones (the env is not deterministic)")
     return RestoreOutcome("replay")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -24,6 +23,7 @@ from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
 from agentrl.env import MultiTurnEnv
 from agentrl.ledger import TokenLedger
 from agentrl.rollout.metrics import RolloutMetrics
+from agentrl.rollout.replay import as_recorded
 from agentrl.trajectory import Episode, TurnRecord
 
 FINISHED = ("complete", "truncated", "failed")
@@ -38,11 +38,6 @@ class RunContext:
     assembler: ChatAssembler
     executor: Executor
     metrics: RolloutMetrics
-
-
-def _jsonable(value: Any) -> Any:
-    """``value`` after a JSON round trip (env info may hold numpy scalars and the like)."""
-    return json.loads(json.dumps(value, default=str))
 
 
 class EpisodeRunner:
@@ -175,14 +170,14 @@ class EpisodeRunner:
         self.ledger.end_turn(text)
         turn.action = text
         observation, reward, terminated, truncated, info = await self._call_env("step", text)
-        info = _jsonable(info) if isinstance(info, dict) else {}
+        info = as_recorded(info) if isinstance(info, dict) else {}
         turn.reward = float(reward)
-        turn.env_messages = _jsonable(list(observation))
+        turn.env_messages = as_recorded(list(observation))
         turn.info = info
         self.ctx.metrics.sandbox_time_s += float(info.get("sandbox_time_s", 0.0) or 0.0)
         self._take_cap(info)
         snapshot = self.env.snapshot() if self.env is not None else None
-        self.episode.env_snapshot = _jsonable(snapshot) if snapshot is not None else None
+        self.episode.env_snapshot = as_recorded(snapshot) if snapshot is not None else None
         components = info.get("reward_components")
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}
