@@ -11,12 +11,17 @@ import inspect
 import torch
 
 from agentrl.engines.kv_cache import SlotKVCache
+from agentrl.engines.lean_forward import LeanForward, lean_support
 
 
 class ModelRunner:
-    """Runs a Hugging Face causal LM over a shared slot KV cache (one thread at a time)."""
+    """Runs a Hugging Face causal LM over a shared slot KV cache (one thread at a time).
 
-    def __init__(self, model: torch.nn.Module, *, max_seq_len: int) -> None:
+    Llama / Qwen2 / Qwen3 models run through ``LeanForward`` (same logits, far less Python per step);
+    anything else, or ``lean=False``, runs the model's own HF forward. ``lean_reason`` says why not.
+    """
+
+    def __init__(self, model: torch.nn.Module, *, max_seq_len: int, lean: bool = True) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
@@ -26,6 +31,8 @@ class ModelRunner:
         # transformers 5.x renamed past_key_values -> cache (the old name warns until 5.40)
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = "logits_to_keep" if "logits_to_keep" in params else None
+        self.lean_reason = lean_support(model) if lean else "disabled (lean=False)"
+        self.lean = LeanForward(model, max_seq_len=max_seq_len) if self.lean_reason is None else None
 
     @property
     def num_rows(self) -> int:
@@ -66,6 +73,8 @@ class ModelRunner:
         self.cache.clear()
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.lean is not None:
+            return self.lean(ids.to(self.device), positions.to(self.device), mask, self.cache)
         kwargs: dict[str, object] = {self._cache_kw: self.cache, "use_cache": True}
         if self._keep_kw:
             kwargs[self._keep_kw] = 1

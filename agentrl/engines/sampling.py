@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 
 @dataclass
@@ -25,25 +26,44 @@ def sample_tokens(logits_bv: torch.Tensor, rows: list[RowSampling], default_gen:
     """Sample one token per row; returns (token ids ``[B]``, their float32 logprobs ``[B]``)."""
     logits_bv = logits_bv.float()
     device = logits_bv.device
-    temps = torch.tensor([r.temperature for r in rows], dtype=torch.float32, device=device)
-    greedy_b = temps < 1e-6
-    temps = torch.where(greedy_b, torch.ones_like(temps), temps)
-    logprobs_bv = torch.log_softmax(logits_bv / temps[:, None], dim=-1)
+    greedy = [r.temperature < 1e-6 for r in rows]
+    temps = [1.0 if g else r.temperature for r, g in zip(rows, greedy)]
+    if all(t == temps[0] for t in temps):  # one temperature (the RL case): a scalar divide, same numbers
+        logprobs_bv = torch.log_softmax(logits_bv if temps[0] == 1.0 else logits_bv / temps[0], dim=-1)
+    else:
+        logprobs_bv = torch.log_softmax(logits_bv / torch.tensor(temps, device=device)[:, None], dim=-1)
     scores_bv = _filter_top_k_top_p(logprobs_bv, rows)
-    # inverse-CDF draw: one uniform per row (cheap on CPU, where exponential_/multinomial are slow)
-    # scores are (filtered) logprobs <= 0, so exp() cannot overflow; the CDF need not be normalised
-    cdf_bv = torch.cumsum(scores_bv.exp(), dim=-1)
     uniform_b = torch.rand(len(rows), generator=default_gen, device=device)
     for i, row in enumerate(rows):
         if row.generator is not None:  # a seeded request draws from its own stream, whatever the batch
             uniform_b[i] = torch.rand((), generator=row.generator, device=device)
-    # right=True: a zero-probability token (flat CDF step) can never be drawn
-    sampled_b = torch.searchsorted(cdf_bv, (uniform_b * cdf_bv[:, -1])[:, None], right=True).squeeze(1)
-    sampled_b = sampled_b.clamp(max=cdf_bv.shape[-1] - 1)
-    if bool(greedy_b.any()):
-        sampled_b = torch.where(greedy_b, torch.argmax(logits_bv, dim=-1), sampled_b)
+    # scores are (filtered) logprobs <= 0, so exp() cannot overflow; the CDF need not be normalised
+    sampled_b = _inverse_cdf(scores_bv.exp(), uniform_b)
+    if any(greedy):
+        sampled_b = torch.where(torch.tensor(greedy, device=device), torch.argmax(logits_bv, dim=-1), sampled_b)
     token_logprobs_b = logprobs_bv.gather(1, sampled_b[:, None]).squeeze(1)
     return sampled_b, token_logprobs_b
+
+
+def _inverse_cdf(probs_bv: torch.Tensor, uniform_b: torch.Tensor, block: int = 64) -> torch.Tensor:
+    """Token ``i`` with ``cdf[i-1] <= u * total < cdf[i]``, found in two levels (blocks, then tokens).
+
+    One uniform per row (cheap on CPU, where exponential_/multinomial are slow), and no full-vocabulary
+    cumsum (slow on CPU for large vocabularies). A zero-probability token can never be drawn: each
+    level searches with right=True (a flat CDF step is skipped) and is clamped to its last non-empty slot.
+    """
+    rows, vocab = probs_bv.shape
+    num_blocks = -(-vocab // block)
+    blocks_bnk = F.pad(probs_bv, (0, num_blocks * block - vocab)).view(rows, num_blocks, block)
+    block_cdf_bn = blocks_bnk.sum(-1).cumsum(-1)
+    target_b1 = uniform_b[:, None] * block_cdf_bn[:, -1:]
+    last_block_b1 = (block_cdf_bn < block_cdf_bn[:, -1:]).sum(-1, keepdim=True)
+    blk_b1 = torch.searchsorted(block_cdf_bn, target_b1, right=True).clamp_(max=num_blocks - 1).minimum(last_block_b1)
+    before_b1 = (block_cdf_bn.gather(1, (blk_b1 - 1).clamp(min=0)) * (blk_b1 > 0)).to(probs_bv.dtype)
+    inner_bk = blocks_bnk.gather(1, blk_b1[:, :, None].expand(rows, 1, block)).squeeze(1).cumsum(-1)
+    last_tok_b1 = (inner_bk < inner_bk[:, -1:]).sum(-1, keepdim=True)
+    idx_b1 = torch.searchsorted(inner_bk, target_b1 - before_b1, right=True).minimum(last_tok_b1)
+    return (blk_b1 * block + idx_b1).squeeze(1)
 
 
 def _filter_top_k_top_p(logprobs_bv: torch.Tensor, rows: list[RowSampling]) -> torch.Tensor:

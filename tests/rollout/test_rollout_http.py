@@ -70,8 +70,8 @@ def server(tiny_model_dir: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]
             proc.kill()
 
 
-def _orchestrator(engine: Any, tokenizer: Any, buffer: RolloutBuffer) -> RolloutOrchestrator:
-    cfg = RolloutConfig(group_size=2, prompts_per_step=2, max_new_tokens=8, max_episode_tokens=700, over_sample=2.0)
+def _orchestrator(engine: Any, tokenizer: Any, buffer: RolloutBuffer, over_sample: float = 2.0) -> RolloutOrchestrator:
+    cfg = RolloutConfig(group_size=2, prompts_per_step=2, max_new_tokens=64, max_episode_tokens=700, over_sample=over_sample)
     env = lambda: Scratchpad(num_tasks=4, **LONG)  # noqa: E731
     return RolloutOrchestrator(engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), epochs=1), buffer=buffer)
 
@@ -109,10 +109,13 @@ def test_server_killed_mid_step_is_a_clear_error(server: tuple[Any, str], tiny_t
     async def scenario() -> None:
         engine = SGLangEngine(EngineConfig(kind="sglang", urls=[server[1]], max_retries=0, request_timeout_s=30))
         buffer = RolloutBuffer(tmp_path / "b.sqlite")
-        orch = _orchestrator(engine, tiny_tokenizer, buffer)
+        # No over-sampling: step 1 carries no ready group, so step 2 must generate (its own 2 tasks).
+        orch = _orchestrator(engine, tiny_tokenizer, buffer, over_sample=1.0)
         await orch.collect_step(1)
         step = asyncio.create_task(orch.collect_step(2))
-        await asyncio.sleep(0.3)
+        while not any(r.request_id for g in orch._groups for r in g.runners):  # step 2 is generating
+            assert not step.done(), "step 2 ended before any request was sent"
+            await asyncio.sleep(0.005)
         os.kill(server[0].pid, signal.SIGKILL)  # the server dies with requests in flight
         with pytest.raises(RolloutError, match="engine"):
             await asyncio.wait_for(step, timeout=120)

@@ -1,0 +1,112 @@
+"""The lean forward: used for Llama / Qwen2 / Qwen3, same logits as the HF forward, HF fallback otherwise.
+
+Models are small random-weight ones built from configs (no downloads); each runs prefill, decode, a row
+joining and one leaving through a ModelRunner, once on the lean path and once on HF's forward.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentrl.engines.runner import ModelRunner
+from agentrl.engines.weights import copy_state_dict
+
+TOL = 1e-4
+_SHAPE = dict(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+
+
+def _model(kind: str, **extra: object) -> torch.nn.Module:
+    import transformers
+
+    config_cls, model_cls = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+    }[kind]
+    torch.manual_seed(0)
+    return model_cls(config_cls(**{**_SHAPE, **extra})).eval()
+
+
+def _run(runner: ModelRunner, steps: int = 12) -> list[torch.Tensor]:
+    """Prefill two prompts, decode greedily; a third prompt joins at step 4 and row 0 leaves at step 8."""
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 300, (n,), generator=gen).tolist() for n in (5, 11, 23)]
+    seqs = [list(p) for p in prompts[:2]]
+    outs = [runner.prefill(prompts[:2])]
+    seqs = [s + [int(t)] for s, t in zip(seqs, outs[-1].argmax(-1))]
+    for step in range(steps):
+        if step == 4:
+            outs.append(runner.prefill([prompts[2]]))
+            seqs.append(prompts[2] + [int(outs[-1][0].argmax())])
+        if step == 8:
+            runner.remove_row(0)
+            seqs[0] = seqs.pop()
+        outs.append(runner.decode([s[-1] for s in seqs]))
+        seqs = [s + [int(t)] for s, t in zip(seqs, outs[-1].argmax(-1))]
+    return outs
+
+
+def _max_gap(model: torch.nn.Module) -> float:
+    lean = ModelRunner(model, max_seq_len=256)
+    assert lean.lean is not None, lean.lean_reason
+    reference = _run(ModelRunner(model, max_seq_len=256, lean=False))
+    return max((a - b).abs().max().item() for a, b in zip(_run(lean), reference))
+
+
+def test_tiny_model_runs_the_lean_path_and_matches_hf(tiny_model_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    runner = ModelRunner(model, max_seq_len=512)
+    assert runner.lean is not None and runner.lean_reason is None
+    assert runner.lean.qk_norm  # Qwen3's per-head q/k RMSNorm is applied
+    assert _max_gap(model) <= TOL
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra"),
+    [
+        ("llama", {"tie_word_embeddings": False}),
+        ("llama", {"attention_bias": True, "mlp_bias": True, "rope_parameters": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
+        ("qwen2", {"tie_word_embeddings": True}),
+        ("qwen3", {"num_key_value_heads": 4, "head_dim": 16, "rope_parameters": {"rope_type": "linear", "rope_theta": 5000.0, "factor": 2.0}}),
+    ],
+    ids=["llama-untied", "llama-bias-llama3rope", "qwen2-bias-tied", "qwen3-mha-linearrope"],
+)
+def test_lean_matches_hf_across_the_family(kind: str, extra: dict[str, object]) -> None:
+    assert _max_gap(_model(kind, **extra)) <= TOL
+
+
+def test_in_place_weight_update_is_seen_by_the_lean_path() -> None:
+    model = _model("llama")
+    runner = ModelRunner(model, max_seq_len=64)
+    before = runner.prefill([[1, 2, 3]])
+    runner.clear()
+    new_state = {k: v + 0.01 * torch.randn_like(v) for k, v in model.state_dict().items()}
+    copy_state_dict(model, new_state)
+    after = runner.prefill([[1, 2, 3]])
+    with torch.no_grad():
+        expected = model(torch.tensor([[1, 2, 3]])).logits[:, -1]
+    assert (after - before).abs().max().item() > 1e-3
+    assert (after - expected).abs().max().item() <= TOL
+
+
+def test_unsupported_models_fall_back_to_the_hf_forward() -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    sliding = _model("qwen2", use_sliding_window=True, sliding_window=16, max_window_layers=0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=300, n_embd=32, n_layer=2, n_head=4, n_positions=128)).eval()
+    hooked = _model("llama")
+    hooked.model.layers[0].mlp.register_forward_hook(lambda *args: None)
+    reasons = {name: ModelRunner(m, max_seq_len=64).lean_reason for name, m in (("sliding", sliding), ("gpt2", gpt2), ("hooked", hooked))}
+    assert "sliding" in reasons["sliding"]
+    assert "GPT2LMHeadModel" in reasons["gpt2"]
+    assert "hooks" in reasons["hooked"]
+    runner = ModelRunner(hooked, max_seq_len=64)  # the fallback still gives the model's own logits
+    logits = runner.prefill([[5, 6, 7]])
+    with torch.no_grad():
+        expected = hooked(torch.tensor([[5, 6, 7]])).logits[:, -1]
+    assert runner.lean is None and (logits - expected).abs().max().item() <= TOL

@@ -1,0 +1,36 @@
+"""The two-level inverse-CDF draw: the right distribution, and zero-probability tokens never drawn."""
+
+from __future__ import annotations
+
+import torch
+
+from agentrl.engines.sampling import RowSampling, _inverse_cdf, sample_tokens
+
+
+def test_inverse_cdf_matches_the_flat_cdf_search() -> None:
+    gen = torch.Generator().manual_seed(0)
+    probs_bv = torch.rand(64, 300, generator=gen) ** 4  # vocab not a multiple of the block size
+    uniform_b = torch.rand(64, generator=gen)
+    cdf_bv = probs_bv.double().cumsum(-1)
+    flat = torch.searchsorted(cdf_bv, (uniform_b.double() * cdf_bv[:, -1])[:, None], right=True).squeeze(1)
+    got = _inverse_cdf(probs_bv, uniform_b)
+    assert (got - flat).abs().max().item() <= 1  # equal up to float rounding at a token boundary
+    assert (got == flat).float().mean().item() > 0.95
+
+
+def test_zero_probability_tokens_are_never_drawn() -> None:
+    probs_bv = torch.zeros(6, 200)
+    probs_bv[:, [3, 70, 130]] = torch.tensor([0.2, 0.5, 0.3])
+    uniform_b = torch.tensor([0.0, 0.1999, 0.2, 0.69999, 0.99999994, 1.0])  # edges, incl. u == 1 rounding
+    drawn = _inverse_cdf(probs_bv, uniform_b).tolist()
+    assert drawn == [3, 3, 70, 70, 130, 130]
+
+
+def test_sample_frequencies_follow_the_tempered_distribution() -> None:
+    logits = torch.randn(1, 150, generator=torch.Generator().manual_seed(1)) * 2
+    rows = [RowSampling(0.7, -1, 1.0, None)] * 4000
+    tokens, logprobs = sample_tokens(logits.expand(4000, -1), rows, torch.Generator().manual_seed(2))
+    expected = torch.softmax(logits[0] / 0.7, -1)
+    observed = torch.bincount(tokens, minlength=150).float() / 4000
+    assert (observed - expected).abs().max().item() < 0.03
+    assert torch.allclose(logprobs, torch.log_softmax(logits[0] / 0.7, -1)[tokens])
