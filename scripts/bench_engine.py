@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """Benchmark the embedded engine, side by side in one run, and print JSON.
 
-1. decode throughput vs transformers ``generate()`` (batch 16, 128 new tokens, sampling on);
+1. decode throughput vs transformers ``generate()`` (batch 16, 128 new tokens, sampling on), per wall
+   second and per CPU second of this process (steadier on a shared machine); ``--hf-forward`` runs the
+   engine on HF's forward instead of the lean one, for an A/B;
 2. 64 concurrent requests of mixed lengths: continuous batching vs static batches;
 3. the same 64 requests through ``agentrl serve`` over HTTP (SGLangEngine) vs in process.
 
-Usage: .venv/bin/python scripts/bench_engine.py [--model DIR] [--threads 1] [--out bench.json]
+Usage: .venv/bin/python scripts/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
 """
 
 from __future__ import annotations
@@ -31,13 +33,17 @@ from agentrl.engines.embedded import EmbeddedEngine
 from agentrl.engines.sglang_http import SGLangEngine
 
 
+CPU_S: dict[str, float] = {}  # contender -> process CPU seconds of its last timed run
+
+
 def hf_generate_tps(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: int) -> float:
     """Tokens/s of transformers generate() with full-vocab sampling at T=1."""
     kwargs = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, pad_token_id=0)
     model.generate(prompts[:, :4], max_new_tokens=4, min_new_tokens=4, **kwargs)  # warm-up
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     out = model.generate(prompts, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **kwargs)
     elapsed = time.perf_counter() - started
+    CPU_S["hf_generate"] = time.process_time() - cpu_started
     return (out.shape[1] - prompts.shape[1]) * prompts.shape[0] / elapsed
 
 
@@ -46,19 +52,21 @@ async def engine_tps(engine: object, prompts: list[list[int]], params: list[Samp
     await engine.generate(prompts[0][:4], SamplingParams(max_new_tokens=4, ignore_eos=True))  # warm-up
     scheduler = getattr(engine, "scheduler", None)
     before = (scheduler.prefills, scheduler.steps) if scheduler else (0, 0)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     chunk = static_batch or len(prompts)
     total = 0
     for i in range(0, len(prompts), chunk):
         results = await asyncio.gather(*(engine.generate(p, s) for p, s in zip(prompts[i : i + chunk], params[i : i + chunk])))
         total += sum(len(r.output_ids) for r in results)
     elapsed = time.perf_counter() - started
+    CPU_S["engine"] = time.process_time() - cpu_started
     if scheduler:  # forward passes: a load-independent view of the batching policy
         FORWARDS[static_batch or 0] = (scheduler.prefills - before[0], scheduler.steps - before[1])
     return total / elapsed
 
 
 FORWARDS: dict[int, tuple[int, int]] = {}  # static batch (0 = continuous) -> (prefill, decode) passes
+LEAN: dict[str, object] = {}  # whether the engine ran the lean forward, or why not
 
 
 def mixed_workload(n: int, vocab: int, seed: int) -> tuple[list[list[int]], list[SamplingParams]]:
@@ -102,9 +110,16 @@ def measure_round(engine: EmbeddedEngine, url: str, args: argparse.Namespace, pr
     """One round of every contender, back to back (rounds alternate so load drift hits all alike)."""
     fixed = [SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True)] * args.batch
     prompts, params = mixed
+    tokens = args.batch * args.new_tokens
+    hf = hf_generate_tps(engine.runner.model, prompts_t, args.new_tokens)
+    hf_cpu = tokens / CPU_S["hf_generate"]
+    embedded = asyncio.run(engine_tps(engine, prompts_t.tolist(), fixed))
     return {
-        "hf_generate": hf_generate_tps(engine.runner.model, prompts_t, args.new_tokens),
-        "embedded_batch": asyncio.run(engine_tps(engine, prompts_t.tolist(), fixed)),
+        "hf_generate": hf,
+        "embedded_batch": embedded,
+        # tokens per CPU-second of this process (torch threads=1): steadier than wall time on a shared machine
+        "hf_generate_cpu": hf_cpu,
+        "embedded_batch_cpu": tokens / CPU_S["engine"],
         "continuous": asyncio.run(engine_tps(engine, prompts, params)),
         "static": asyncio.run(engine_tps(engine, prompts, params, static_batch=args.batch)),
         "http": asyncio.run(http_tps(url, prompts, params)),
@@ -116,6 +131,8 @@ def summarise(rounds: list[dict[str, float]]) -> dict[str, object]:
     best = {k: max(r[k] for r in rounds) for k in rounds[0]}
     return {
         "decode_batch16": {"hf_generate_tok_s": best["hf_generate"], "embedded_tok_s": best["embedded_batch"], "speedup": best["embedded_batch"] / best["hf_generate"]},
+        "decode_batch16_per_cpu_s": {"hf_generate_tok": best["hf_generate_cpu"], "embedded_tok": best["embedded_batch_cpu"], "speedup": best["embedded_batch_cpu"] / best["hf_generate_cpu"]},
+        "lean_forward": LEAN,
         "mixed_64": {"continuous_tok_s": best["continuous"], "static_tok_s": best["static"], "speedup": best["continuous"] / best["static"]},
         "http_vs_in_process": {"http_tok_s": best["http"], "in_process_tok_s": best["continuous"], "ratio": best["http"] / best["continuous"]},
         "rounds": rounds,
@@ -131,6 +148,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the best of each is reported")
+    parser.add_argument("--hf-forward", action="store_true", help="run the in-process engine on HF's forward (A/B of the lean path)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -141,6 +159,9 @@ def main() -> None:
         model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")))
     proc, url = start_server(model_dir, args.threads, args.batch)
     engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_batch_size=args.batch, seed=0))
+    if args.hf_forward:
+        engine.runner.lean, engine.runner.lean_reason = None, "disabled (--hf-forward)"
+    LEAN["used"], LEAN["fallback_reason"] = engine.runner.lean is not None, engine.runner.lean_reason
     vocab = min(engine.vocab_size, 2000)
     prompts_t = torch.randint(0, vocab, (args.batch, 16), generator=torch.Generator().manual_seed(0))
     mixed = mixed_workload(args.requests, vocab, seed=1)

@@ -12,6 +12,9 @@ import torch
 import torch.nn.functional as F
 
 
+_FLAT_CDF_MAX_VOCAB = 16384  # measured crossover on CPU: below it one flat cumsum beats the two-level search
+
+
 @dataclass
 class RowSampling:
     """The sampling settings of one batch row."""
@@ -46,19 +49,24 @@ def sample_tokens(logits_bv: torch.Tensor, rows: list[RowSampling], default_gen:
 
 
 def _inverse_cdf(probs_bv: torch.Tensor, uniform_b: torch.Tensor, block: int = 64) -> torch.Tensor:
-    """Token ``i`` with ``cdf[i-1] <= u * total < cdf[i]``, found in two levels (blocks, then tokens).
-
-    One uniform per row (cheap on CPU, where exponential_/multinomial are slow), and no full-vocabulary
-    cumsum (slow on CPU for large vocabularies). A zero-probability token can never be drawn: each
-    level searches with right=True (a flat CDF step is skipped) and is clamped to its last non-empty slot.
+    """Token ``i`` with ``cdf[i-1] <= u * total < cdf[i]``: one uniform per row (cheap on CPU, where
+    exponential_/multinomial are slow). A zero-probability token is never drawn: searches use right=True
+    (a flat CDF step is skipped) and are clamped to the last token with mass (u * total may round to total).
     """
     rows, vocab = probs_bv.shape
+    if vocab <= _FLAT_CDF_MAX_VOCAB:
+        cdf_bv = probs_bv.cumsum(-1)
+        drawn_b1 = torch.searchsorted(cdf_bv, uniform_b[:, None] * cdf_bv[:, -1:], right=True).clamp_(max=vocab - 1)
+        if bool((probs_bv.gather(1, drawn_b1) == 0).any()):  # rare: the target rounded up to the total
+            drawn_b1 = drawn_b1.minimum((cdf_bv < cdf_bv[:, -1:]).sum(-1, keepdim=True))
+        return drawn_b1.squeeze(1)
+    # large vocabularies: a full-width cumsum is slow on CPU, so search block sums, then one block
     num_blocks = -(-vocab // block)
     blocks_bnk = F.pad(probs_bv, (0, num_blocks * block - vocab)).view(rows, num_blocks, block)
     block_cdf_bn = blocks_bnk.sum(-1).cumsum(-1)
     target_b1 = uniform_b[:, None] * block_cdf_bn[:, -1:]
     last_block_b1 = (block_cdf_bn < block_cdf_bn[:, -1:]).sum(-1, keepdim=True)
-    blk_b1 = torch.searchsorted(block_cdf_bn, target_b1, right=True).clamp_(max=num_blocks - 1).minimum(last_block_b1)
+    blk_b1 = torch.searchsorted(block_cdf_bn, target_b1, right=True).minimum(last_block_b1)
     before_b1 = (block_cdf_bn.gather(1, (blk_b1 - 1).clamp(min=0)) * (blk_b1 > 0)).to(probs_bv.dtype)
     inner_bk = blocks_bnk.gather(1, blk_b1[:, :, None].expand(rows, 1, block)).squeeze(1).cumsum(-1)
     last_tok_b1 = (inner_bk < inner_bk[:, -1:]).sum(-1, keepdim=True)
