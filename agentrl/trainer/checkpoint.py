@@ -21,9 +21,9 @@ import torch
 from torch import nn
 
 from agentrl.errors import CheckpointError
+from agentrl.rollout.buffer import BUFFER_FILE
 from agentrl.trainer.distributed import DistInfo
 
-BUFFER_FILE = "rollout_buffer.sqlite"  # the name `agentrl rollout` uses too
 
 
 @dataclass

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from agentrl.config.run import RunConfig
+from agentrl.engines.factory import make_engine
 from agentrl.errors import CheckpointError, ConfigError
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.checkpoint import BUFFER_FILE, latest_checkpoint, load_training_state, restore_buffer, save_checkpoint, set_rng_state
@@ -75,16 +76,6 @@ def seed_everything(seed: int, deterministic: bool) -> None:
 def _device(cfg: RunConfig) -> torch.device:
     wanted = cfg.model.device
     return torch.device("cuda" if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()) else "cpu")
-
-
-def _make_engine(cfg: RunConfig) -> Any:
-    try:
-        from agentrl.engines.factory import make_engine
-    except ImportError:  # the factory may be absent in minimal installs; the embedded engine needs none
-        from agentrl.engines.embedded import EmbeddedEngine
-
-        return EmbeddedEngine.from_pretrained(cfg.model.path, config=cfg.engine)
-    return make_engine(cfg.engine, cfg.model)
 
 
 def _load_policy(cfg: RunConfig, model_dir: Path | str, dist: DistInfo) -> tuple[torch.nn.Module, PolicyLogprobs]:
@@ -147,7 +138,7 @@ def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, A
     probe = env_factory()
     dataset = TaskDataset.from_env(probe, seed=cfg.rollout.seed)
     probe.close()
-    engine = _make_engine(cfg)
+    engine = make_engine(cfg.engine, cfg.model)
     check_engine_logprobs(engine.semantics, cfg)
     if cfg.trainer.deterministic:  # engine RNG state is not checkpointable: seed each request by its content
         engine = SeededEngine(engine, cfg.trainer.seed)
