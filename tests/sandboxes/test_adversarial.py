@@ -90,18 +90,20 @@ def test_no_docker_socket_or_host_secrets(
 
 
 def test_background_processes_do_not_outlive_their_cell(sandbox: Sandbox) -> None:
+    # A marker unique to this run: the process backend shares the host's /proc with other test runs.
+    marker = f"1234.{os.getpid()}{time.monotonic_ns() % 100000}"
     code = (
         "import os, subprocess\n"
-        "subprocess.Popen(['sleep', '1234.5'])\n"
-        "os.system('sleep 1234.5 &')\n"
-        "if os.fork() == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '1234.5'])\n"
+        f"subprocess.Popen(['sleep', '{marker}'])\n"
+        f"os.system('sleep {marker} &')\n"
+        f"if os.fork() == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '{marker}'])\n"
         "print('spawned')"
     )
     assert run_contained(sandbox, code, 5.0).stdout == "spawned\n"
     probe = (
         "import glob\nn = 0\n"
         "for p in glob.glob('/proc/[0-9]*/cmdline'):\n"
-        "    try:\n        n += b'1234.5' in open(p, 'rb').read()\n"
+        f"    try:\n        n += b'{marker}' in open(p, 'rb').read()\n"
         "    except OSError:\n        pass\n"
         "print(n)"
     )
