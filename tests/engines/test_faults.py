@@ -82,7 +82,7 @@ def test_http_400_body_is_reported(served: ServedEngine) -> None:
 def test_request_timeout_is_an_error_and_frees_the_server(served: ServedEngine) -> None:
     client = _client(served.url, request_timeout_s=0.5)
     with pytest.raises(EngineError, match="did not answer within"):
-        run_async(client, lambda: client.generate([1, 2], SamplingParams(max_new_tokens=500, ignore_eos=True)))
+        run_async(client, lambda: client.generate([1, 2], SamplingParams(max_new_tokens=2000, ignore_eos=True)))
     deadline = time.monotonic() + 10  # the dropped connection aborts the request server-side
     while served.engine.active_request_ids() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -110,3 +110,20 @@ def test_unsupported_models_fall_back_to_the_hf_forward() -> None:
     with torch.no_grad():
         expected = hooked(torch.tensor([[5, 6, 7]])).logits[:, -1]
     assert runner.lean is None and (logits - expected).abs().max().item() <= TOL
+
+
+def test_fused_projections_are_the_models_own_parameters() -> None:
+    """q/k/v (and gate/up) become row views of one buffer: no copy; re-pointed parameters are re-fused."""
+    model = _model("qwen2")
+    runner = ModelRunner(model, max_seq_len=64)
+    attn = model.model.layers[0].self_attn
+    storage = attn.q_proj.weight.untyped_storage().data_ptr()
+    assert attn.k_proj.weight.untyped_storage().data_ptr() == storage
+    assert attn.v_proj.weight.untyped_storage().data_ptr() == storage
+    assert attn.q_proj.bias.untyped_storage().data_ptr() == attn.v_proj.bias.untyped_storage().data_ptr()
+    fresh = {k: v.clone() + 0.01 for k, v in model.state_dict().items()}
+    model.load_state_dict(fresh, assign=True)  # new parameter tensors: the lean path must follow them
+    logits = runner.prefill([[4, 5, 6, 7]])
+    with torch.no_grad():
+        expected = model(torch.tensor([[4, 5, 6, 7]])).logits[:, -1]
+    assert (logits - expected).abs().max().item() <= TOL

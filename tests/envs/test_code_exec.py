@@ -143,3 +143,18 @@ def test_every_bundled_reference_solution_passes_its_hidden_tests() -> None:
     with open_sandbox({"kind": "process"}) as sandbox:
         failing = [t.task_id for t in load_tasks("easy", "all") if not grade(sandbox, t, "\n" + (t.solution or "")).success]
     assert failing == []
+
+
+def test_humaneval_answer_may_define_only_the_entry_point() -> None:
+    # HumanEval/10 and /38 define helpers in the prompt; a chat model's block usually repeats only the entry point.
+    env = CodeExecEnv(tasks="humaneval", split="test", max_turns=1, sandbox={"kind": "process"})
+    try:
+        by_id = {t.task_id: t for t in load_tasks("humaneval")}
+        for task_id in ("HumanEval/10", "HumanEval/38"):
+            task = by_id[task_id]
+            header = task.code_prefix[task.code_prefix.index(f"def {task.entry_point}("):]
+            env.reset(seed=0, options={"task_id": task_id})
+            _, reward, terminated, _, info = env.step(block(header + (task.solution or "")))
+            assert terminated and reward == 1.0, info
+    finally:
+        env.close()
