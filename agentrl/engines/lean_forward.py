@@ -86,8 +86,10 @@ class LeanForward:
 
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: SlotKVCache) -> torch.Tensor:
         """Run every decoder layer over ``ids`` and return the last position's logits ``[B, vocab]``."""
-        cos_bl1d = self._cos[positions][:, :, None, :]
-        sin_bl1d = self._sin_signed[positions][:, :, None, :]
+        b, n = positions.shape
+        flat = positions.reshape(-1)  # index_select: cheaper than advanced indexing for a row gather
+        cos_bl1d = self._cos.index_select(0, flat).view(b, n, 1, self.head_dim)
+        sin_bl1d = self._sin_signed.index_select(0, flat).view(b, n, 1, self.head_dim)
         x_bld = F.embedding(ids, self.model.model.embed_tokens.weight)
         for i, (layer, fused) in enumerate(zip(self.layers, self._fused)):
             fused.refresh()

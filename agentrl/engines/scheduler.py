@@ -42,6 +42,10 @@ class Request:
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
     aborted: bool = False
+    row: RowSampling = field(init=False)  # built once: the decode loop reads it every step
+
+    def __post_init__(self) -> None:
+        self.row = RowSampling(self.sampling.temperature, self.sampling.top_k, self.sampling.top_p, self.generator)
 
 
 @dataclass
@@ -192,8 +196,7 @@ class Scheduler:
         self.steps += 1
 
     def _sample_and_check(self, logits: torch.Tensor, first_row: int, reqs: list[Request]) -> None:
-        rows = [RowSampling(r.sampling.temperature, r.sampling.top_k, r.sampling.top_p, r.generator) for r in reqs]
-        tokens_b, logprobs_b = sample_tokens(logits, rows, self._gen)
+        tokens_b, logprobs_b = sample_tokens(logits, [r.row for r in reqs], self._gen)
         finished: list[tuple[int, FinishReason, int | str | None]] = []
         for i, (req, tok, lp) in enumerate(zip(reqs, tokens_b.tolist(), logprobs_b.tolist())):
             req.output_ids.append(tok)
