@@ -85,6 +85,14 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
 
         return [as_tool(fn).schema for fn in self.tools]
 
+    def preflight(self) -> list[str]:
+        """Check the external resources this env needs (sandboxes, services) without running an episode.
+
+        Returns one line per thing checked (``agentrl train --dry-run`` prints them); raises an
+        ``AgentRLError`` (or the resource's own error) that names the fix when something is unusable.
+        """
+        return []
+
     def snapshot(self) -> Any:
         """A JSON-able snapshot of the env state, or None to rely on deterministic replay."""
         return None

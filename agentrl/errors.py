@@ -55,6 +55,10 @@ class CheckpointError(AgentRLError, RuntimeError):
     """A checkpoint is missing, corrupt, or belongs to another run/model."""
 
 
+class PreflightError(AgentRLError, RuntimeError):
+    """An environment's external resources (sandbox engine, image, service) are not usable."""
+
+
 class ToolCallError(AgentRLError, ValueError):
     """A tool call could not be parsed or executed (reported to the model, not raised in rollouts)."""
 

@@ -36,7 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; AgentRLErrors print as one clean message (exit code 2) instead of a traceback."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Dotted overrides may follow options (`train CONFIG --dry-run trainer.lr=1e-5`): argparse leaves
+    # such late positionals unparsed, so hand them to commands that take overrides, reject the rest.
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        if hasattr(args, "overrides") and all("=" in extra and not extra.startswith("-") for extra in extras):
+            args.overrides = [*(args.overrides or []), *extras]
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

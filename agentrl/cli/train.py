@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="Run config YAML (see configs/).")
     parser.add_argument("overrides", nargs="*", help="Dotted overrides, e.g. trainer.lr=1e-6 algorithm.loss=gspo.")
     parser.add_argument("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR from its latest checkpoint.")
-    parser.add_argument("--dry-run", action="store_true", help="Validate the config (and the resume dir) and exit.")
+    parser.add_argument("--dry-run", action="store_true", help="Check the config, model dir, engine servers and env sandboxes, then exit without training.")
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -40,7 +40,12 @@ def run_command(args: argparse.Namespace) -> int:
     if args.resume:
         check_resume(Path(args.resume), cfg)
     if args.dry_run:
+        from agentrl.trainer.preflight import preflight
+
         print(f"[train] config {args.config!r} is valid ({cfg.trainer.steps} steps, loss {cfg.algorithm.loss})")
+        for line in preflight(cfg):
+            print(f"[train] ok: {line}")
+        print("[train] dry run passed: nothing was trained")
         return 0
     run_dir = train(cfg, config_name=Path(args.config).stem, resume=args.resume)
     print(f"[train] run directory: {run_dir}", flush=True)

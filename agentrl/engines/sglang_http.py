@@ -80,6 +80,11 @@ class SGLangEngine:
                 last = f"{type(exc).__name__}: {exc}"
         raise EngineError(f"SGLang server {url} failed {attempts} attempt(s) at {path}: {last}; is it running and reachable? (start one with scripts/launch_sglang.sh or `agentrl serve`)")
 
+    async def probe(self) -> dict[str, dict[str, Any]]:
+        """Read every server's /server_info (once) and refuse logprob-breaking settings; returns the infos."""
+        await self._probe()
+        return dict(self.server_info)
+
     async def _probe(self) -> None:
         """Read /server_info of every server once; refuse settings that break training logprobs."""
         if self._probe_lock is None:

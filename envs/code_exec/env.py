@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
-from agentrl.errors import ConfigError, did_you_mean
+from agentrl.errors import ConfigError, PreflightError, did_you_mean
 from envs.code_exec.actions import CodeAction, parse_action
 from envs.code_exec.config import CodeExecConfig
 from envs.code_exec.grading import grade
@@ -131,6 +131,17 @@ class CodeExecEnv(MultiTurnEnv):
             "reward_components": {"tests": result.fraction},
         }
         return [], result.fraction, True, False, info
+
+    def preflight(self) -> list[str]:
+        """Start this env's sandbox and run one cell: proves the Docker engine, the image and the limits work."""
+        result = self.sandbox.run_python("print(6 * 7)", timeout_s=self.config.cell_timeout_s)
+        if result.stdout.strip() != "42":
+            raise PreflightError(
+                f"the sandbox answered {result.stdout!r} (stderr {result.stderr[-300:]!r}) to print(6 * 7); "
+                "run `bash scripts/docker_setup.sh` to (re)start Docker and build the image, or set env.kwargs.sandbox.kind: process"
+            )
+        kind = type(self.sandbox).__name__
+        return [f"sandbox {kind} ({len(self._tasks)} {self.config.tasks!r} tasks, split {self.config.split!r}): a cell ran in {result.duration_s * 1000:.1f} ms"]
 
     def snapshot(self) -> dict[str, Any]:
         """Task, turn count and executed cells: enough to rebuild the sandbox session by re-running them."""
