@@ -26,8 +26,13 @@ class Scratchpad(MultiTurnEnv):
     max_turns = 3
 
     def __init__(self, num_tasks: int = 6, turns: int = 3, step_sleep_s: float = 0.0, marker_dir: str | None = None,
-                 reply_tokens: int | None = None, long_tasks: tuple[str, ...] = (), long_reply_tokens: int = 0) -> None:
+                 reply_tokens: int | None = None, long_tasks: tuple[str, ...] = (), long_reply_tokens: int = 0,
+                 long_turns: int | None = None) -> None:
         self.num_tasks, self.turns, self.step_sleep_s = num_tasks, turns, step_sleep_s
+        # Long tasks may also take more turns: the short groups then finish while every long episode
+        # is still mid-way (whatever the machine's load), which is what the partial-rollout tests need.
+        self.long_turns = long_turns or turns
+        self.max_turns = max(turns, self.long_turns)
         self.marker_dir = Path(marker_dir) if marker_dir else None
         self.reply_tokens, self.long_tasks, self.long_reply_tokens = reply_tokens, tuple(long_tasks), long_reply_tokens
         self.vars: dict[str, str] = {}
@@ -45,8 +50,13 @@ class Scratchpad(MultiTurnEnv):
         return [user(f"Task {self.task}: write code.")], self._cap()
 
     def _cap(self) -> dict[str, Any]:
-        """Reply length of this task's turns (long tasks make the heavy tail partial rollouts cut)."""
-        tokens = self.long_reply_tokens if self.task in self.long_tasks else self.reply_tokens
+        """Reply length of this task's next turn: long tasks make the heavy tail partial rollouts cut.
+
+        A long task's first turn is as short as the others', so when the short groups complete every
+        long episode has stepped once and is in the middle of a long reply, whatever the load.
+        """
+        long = self.task in self.long_tasks and self.steps_taken >= 1
+        tokens = self.long_reply_tokens if long else self.reply_tokens
         return {"max_new_tokens": tokens} if tokens else {}
 
     def step(self, action: str) -> StepResult:
@@ -57,7 +67,7 @@ class Scratchpad(MultiTurnEnv):
         self.steps_taken += 1
         if self.marker_dir is not None:
             (self.marker_dir / f"{os.getpid()}-{uuid.uuid4().hex}").touch()
-        done = self.steps_taken >= self.turns
+        done = self.steps_taken >= (self.long_turns if self.task in self.long_tasks else self.turns)
         reward = float(len(action) % 3 == 0)
         info = {"vars_before": before, "vars_after": dict(self.vars), "sandbox_time_s": 0.001, **self._cap()}
         return [user(f">>> v{self.steps_taken - 1} = {self.vars[f'v{self.steps_taken - 1}']!r}")], reward, done, False, info

@@ -21,7 +21,8 @@ from agentrl.rollout.dataset import TaskDataset
 from agentrl.rollout.orchestrator import RolloutOrchestrator
 from agentrl.trajectory import Episode
 
-LONG = {"long_tasks": ("task-1", "task-2"), "long_reply_tokens": 48, "reply_tokens": 4}
+# Replies of 4 tokens, but 64 from the second turn on in long tasks (see Scratchpad._cap).
+LONG = {"long_tasks": ("task-1", "task-2"), "long_reply_tokens": 64, "reply_tokens": 4}
 
 
 class RecordingEngine:
@@ -44,6 +45,10 @@ def _cfg(**kwargs: Any) -> RolloutConfig:
     base = {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "max_episode_tokens": 700, "over_sample": 2.0}
     return RolloutConfig(**(base | kwargs))
 
+
+def _long_cfg(**kwargs: Any) -> RolloutConfig:
+    """For LONG envs: max_new_tokens only bounds; the env caps each reply itself."""
+    return _cfg(**({"max_new_tokens": 64} | kwargs))
 
 def _orchestrator(engine: Any, tokenizer: Any, cfg: RolloutConfig, env: Callable[[], Any], buffer: RolloutBuffer | None = None) -> RolloutOrchestrator:
     return RolloutOrchestrator(engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), epochs=1), buffer=buffer)
@@ -106,7 +111,7 @@ async def _partial_step(engine: Any, tokenizer: Any, cfg: RolloutConfig, buffer:
     orch.commit_step(1)
     assert sorted(g[0].task_id for g in batch.groups) == ["task-0", "task-3"]
     stored = [copy.deepcopy(e) for g in buffer.load_groups(("inflight",)) for e in g.episodes]
-    assert len(stored) == 4 and all(e.status == "partial" for e in stored)
+    assert len(stored) == 4 and all(e.status == "partial" for e in stored), [(e.task_id, e.status, len(e.turns), e.error) for e in stored]
     assert any(e.turns and e.turns[-1].reward is None and e.turns[-1].num_tokens > 0 for e in stored)  # cut mid-turn
     assert batch.metrics["rollout/episodes_aborted"] == 4
     return orch, stored
@@ -129,7 +134,7 @@ def _assert_prefix(before: Episode, after: Episode) -> int:
 def test_partial_episodes_resume_with_identical_prefix_and_new_version(make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path) -> None:
     async def scenario() -> None:
         engine = make_engine()
-        orch, stored = await _partial_step(engine, tiny_tokenizer, _cfg(), RolloutBuffer(tmp_path / "b.sqlite"))
+        orch, stored = await _partial_step(engine, tiny_tokenizer, _long_cfg(), RolloutBuffer(tmp_path / "b.sqlite"))
         await _perturb(engine, version=1)
         batch = await orch.collect_step(2)
         finals = {e.episode_id: e for g in batch.groups for e in g}
@@ -149,7 +154,7 @@ def test_partial_episodes_resume_with_identical_prefix_and_new_version(make_engi
 def test_staleness_policies(policy: str, make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path) -> None:
     async def scenario() -> None:
         engine = make_engine()
-        cfg = _cfg(max_staleness=1, staleness_policy=policy)
+        cfg = _long_cfg(max_staleness=1, staleness_policy=policy)
         orch, stored = await _partial_step(engine, tiny_tokenizer, cfg, RolloutBuffer(tmp_path / "b.sqlite"))
         await _perturb(engine, version=3)
         batch = await orch.collect_step(2)
@@ -172,9 +177,9 @@ def test_resume_from_buffer_in_a_new_orchestrator_restores_the_env(env_cls: type
     async def scenario() -> None:
         engine = make_engine()
         env = lambda: env_cls(num_tasks=4, **LONG)  # noqa: E731
-        orch, stored = await _partial_step(engine, tiny_tokenizer, _cfg(), RolloutBuffer(tmp_path / "b.sqlite"), env)
+        orch, stored = await _partial_step(engine, tiny_tokenizer, _long_cfg(), RolloutBuffer(tmp_path / "b.sqlite"), env)
         await orch.close()  # the job ends; a new one resumes from the file
-        fresh = _orchestrator(engine, tiny_tokenizer, _cfg(), env, RolloutBuffer(tmp_path / "b.sqlite"))
+        fresh = _orchestrator(engine, tiny_tokenizer, _long_cfg(), env, RolloutBuffer(tmp_path / "b.sqlite"))
         batch = await fresh.collect_step(2)
         assert {m for _, m, _ in fresh.restore_log} == {method}
         finals = {e.episode_id: e for g in batch.groups for e in g}
@@ -236,7 +241,7 @@ def test_engine_dying_mid_step_is_a_clear_error(make_engine: Callable[[], Any], 
     async def scenario() -> None:
         engine = make_engine()
         buffer = RolloutBuffer(tmp_path / "b.sqlite")
-        orch = _orchestrator(engine, tiny_tokenizer, _cfg(), lambda: Scratchpad(num_tasks=4, **LONG), buffer)
+        orch = _orchestrator(engine, tiny_tokenizer, _long_cfg(), lambda: Scratchpad(num_tasks=4, **LONG), buffer)
         step = asyncio.create_task(orch.collect_step(1))
         while engine.load()["num_running_reqs"] == 0:
             await asyncio.sleep(0.01)
