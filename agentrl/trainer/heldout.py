@@ -11,6 +11,7 @@ from typing import Any
 
 from agentrl.config.run import RunConfig
 from agentrl.evaluation import EvalReport, evaluate
+from agentrl.trainer.seeding import SeededEngine
 
 
 async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str) -> EvalReport:
@@ -27,7 +28,11 @@ async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str
     # Evaluation episodes run to their end: no partial rollouts, one "group" of samples per task.
     rollout = cfg.rollout.model_copy(update={"partial_rollout": False, "group_size": cfg.eval.samples,
                                              "temperature": cfg.eval.temperature})
-    return await evaluate(engine, env_factory, tokenizer, rollout, samples=cfg.eval.samples, ks=(1,),
+    # Common random numbers: the same seed stream before and after training, so the comparison is
+    # paired (the same model samples the same answers) and its noise shrinks to what training changed.
+    paired = SeededEngine(engine, cfg.trainer.seed)
+    paired.set_step(-1)
+    return await evaluate(paired, env_factory, tokenizer, rollout, samples=cfg.eval.samples, ks=(1,),
                           task_ids=task_ids or None, concurrency=cfg.eval.concurrency)
 
 

@@ -72,3 +72,52 @@ def test_train_without_eval_splits_logs_no_eval_records(tiny_model_dir: Path, tm
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1]
     assert not list(run_dir.glob("eval-*.json"))
+
+
+class _Recorder:
+    """Delegates to a real engine and records every sampled output (a recorder, not a fake)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.outputs = inner, []
+        self.semantics = inner.semantics
+
+    @property
+    def weight_version(self) -> int:
+        return self.inner.weight_version
+
+    async def generate(self, input_ids: list[int], sampling: Any, request_id: str | None = None) -> Any:
+        result = await self.inner.generate(input_ids, sampling, request_id)
+        self.outputs.append((tuple(input_ids), tuple(result.output_ids)))
+        return result
+
+    async def abort(self, request_ids: list[str] | None = None) -> None:
+        await self.inner.abort(request_ids)
+
+
+def test_before_and_after_evaluations_are_paired(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The same policy evaluated twice at T=1 samples the same answers (common random numbers)."""
+    import asyncio
+
+    from agentrl.engines.factory import make_engine
+    from agentrl.models.loading import load_tokenizer
+    from agentrl.trainer.heldout import evaluate_split
+
+    cfg = load_config(_config(tmp_path, tiny_model_dir, {"splits": ["test_kinds"], "samples": 2, "max_tasks": 2,
+                                                        "temperature": 1.0}), [])
+    tokenizer = load_tokenizer(tiny_model_dir)
+
+    async def twice() -> list[list[Any]]:
+        engine = make_engine(cfg.engine, cfg.model)
+        try:
+            runs = []
+            for _ in range(2):
+                recorder = _Recorder(engine)
+                await evaluate_split(cfg, recorder, tokenizer, "test_kinds")
+                runs.append(sorted(recorder.outputs))
+            return runs
+        finally:
+            await engine.close()
+
+    first, second = asyncio.run(twice())
+    assert len(first) == 4 and len({out for _, out in first}) > 1  # 2 tasks x 2 samples, not all alike
+    assert first == second
