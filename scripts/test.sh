@@ -6,6 +6,7 @@ bash scripts/setup.sh
 if [ -f scripts/docker_setup.sh ]; then
   bash scripts/docker_setup.sh || echo "[test] Docker set-up failed: docker-marked tests will be skipped" >&2
 fi
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}  # see agentrl/cli/main.py
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?
