@@ -1,0 +1,1 @@
+"""Model builders and loaders (tiny local models, SmolLM2 conversion)."""
