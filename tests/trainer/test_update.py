@@ -100,3 +100,23 @@ def test_recompute_reports_engine_trainer_mismatch(tiny_lm: torch.nn.Module) -> 
     assert metrics["mismatch/pre_update_abs_log_s_p50"] == pytest.approx(shift, abs=1e-4)
     assert metrics["mismatch/pre_update_clip_frac_seq"] == pytest.approx(0.5)  # log s = +0.01 clips the A > 0 rows
     assert metrics["train/mb0_abs_log_s_max"] < 1e-5  # after recompute the first mini-batch is on-policy
+
+
+def test_per_turn_advantages_reach_the_tokens_of_their_turn(tiny_lm: torch.nn.Module) -> None:
+    """discounted_return (GSPO.md 3.2 R): a reward on turn 0 credits turn 0's tokens only, by group."""
+    [group] = make_groups(tiny_lm, [[0.0, 0.0]], turns=2)
+    for episode, turn_rewards in zip(group, ([1.0, 0.0], [0.0, 0.0])):
+        for turn, reward in zip(episode.turns, turn_rewards):
+            turn.reward = reward
+    algo = AlgorithmConfig(turn_advantage="discounted_return", gamma=1.0)
+    rows = build_rows([group], 2, algo, current_version=0)
+    expected_turn0 = 0.5 / (2**0.5 / 2 + algo.adv_eps)  # (1 - 0.5) / (Bessel std of [1, 0] + eps)
+    for row, sign in zip(rows, (1.0, -1.0)):
+        for adv, turn, masked in zip(row.adv, row.turn_ids, row.mask):
+            if not masked:
+                assert adv == 0.0
+            elif turn == 0:
+                assert adv == pytest.approx(sign * expected_turn0, rel=1e-6)
+            else:
+                assert adv == 0.0  # turn 1: equal returns across the group
+        assert any(t == 0 for t in row.turn_ids) and any(t == 1 for t in row.turn_ids)
