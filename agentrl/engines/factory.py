@@ -13,15 +13,10 @@ if TYPE_CHECKING:  # torch is imported lazily: building an SGLang client needs n
 
 def resolve_device_dtype(model_cfg: ModelConfig) -> tuple[str, torch.dtype]:
     """ModelConfig's auto device/dtype -> concrete ones (cuda + bfloat16 when available, else cpu + float32)."""
-    import torch
+    from agentrl.models.loading import resolve_device, resolve_dtype
 
-    device = model_cfg.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype_name = model_cfg.dtype
-    if dtype_name == "auto":
-        dtype_name = "bfloat16" if device == "cuda" else "float32"
-    return device, getattr(torch, dtype_name)
+    device = resolve_device(model_cfg.device)
+    return device, resolve_dtype(model_cfg.dtype, device)
 
 
 def make_engine(engine_cfg: EngineConfig, model_cfg: ModelConfig) -> InferenceEngine:
