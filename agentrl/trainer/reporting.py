@@ -84,12 +84,7 @@ class RunReporter:
         """Record one finished step everywhere; refresh plots every ``plot_every`` steps."""
         if not self.enabled:
             return
-        record = {"step": step, **metrics}
-        self.history.append(record)
-        with (self.run_dir / METRICS_FILE).open("a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
-        if self._wandb is not None:
-            self._wandb.log(metrics, step=step)
+        self.log_extra(step, metrics)
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
         if step % self.cfg.plot_every == 0 or step == self.total:
