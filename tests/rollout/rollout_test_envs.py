@@ -27,11 +27,12 @@ class Scratchpad(MultiTurnEnv):
 
     def __init__(self, num_tasks: int = 6, turns: int = 3, step_sleep_s: float = 0.0, marker_dir: str | None = None,
                  reply_tokens: int | None = None, long_tasks: tuple[str, ...] = (), long_reply_tokens: int = 0,
-                 long_turns: int | None = None) -> None:
+                 long_turns: int | None = None, long_from_turn: int = 0) -> None:
         self.num_tasks, self.turns, self.step_sleep_s = num_tasks, turns, step_sleep_s
         # Long tasks may also take more turns: the short groups then finish while every long episode
         # is still mid-way (whatever the machine's load), which is what the partial-rollout tests need.
         self.long_turns = long_turns or turns
+        self.long_from_turn = long_from_turn
         self.max_turns = max(turns, self.long_turns)
         self.marker_dir = Path(marker_dir) if marker_dir else None
         self.reply_tokens, self.long_tasks, self.long_reply_tokens = reply_tokens, tuple(long_tasks), long_reply_tokens
@@ -52,10 +53,11 @@ class Scratchpad(MultiTurnEnv):
     def _cap(self) -> dict[str, Any]:
         """Reply length of this task's next turn: long tasks make the heavy tail partial rollouts cut.
 
-        A long task's first turn is as short as the others', so when the short groups complete every
-        long episode has stepped once and is in the middle of a long reply, whatever the load.
+        With ``long_from_turn=1`` a long task's first turn is as short as the others', so when the short
+        groups complete every long episode has stepped once and is mid-way through a long reply,
+        whatever the machine's load.
         """
-        long = self.task in self.long_tasks and self.steps_taken >= 1
+        long = self.task in self.long_tasks and self.steps_taken >= self.long_from_turn
         tokens = self.long_reply_tokens if long else self.reply_tokens
         return {"max_new_tokens": tokens} if tokens else {}
 

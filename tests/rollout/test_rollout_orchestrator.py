@@ -22,7 +22,7 @@ from agentrl.rollout.orchestrator import RolloutOrchestrator
 from agentrl.trajectory import Episode
 
 # Replies of 4 tokens, but 64 from the second turn on in long tasks (see Scratchpad._cap).
-LONG = {"long_tasks": ("task-1", "task-2"), "long_reply_tokens": 64, "reply_tokens": 4}
+LONG = {"long_tasks": ("task-1", "task-2"), "long_reply_tokens": 64, "reply_tokens": 4, "long_from_turn": 1}
 
 
 class RecordingEngine:
