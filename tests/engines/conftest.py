@@ -32,6 +32,15 @@ def embedded(tiny_model_dir: Path) -> Iterator[EmbeddedEngine]:
     asyncio.run(engine.close())
 
 
+@pytest.fixture
+def served(tiny_model_dir: Path) -> Iterator[ServedEngine]:
+    """A fresh embedded engine behind agentrl serve's HTTP app on 127.0.0.1."""
+    inner = build_embedded(tiny_model_dir)
+    with ServedEngine(inner) as server:
+        yield server
+    asyncio.run(inner.close())
+
+
 @pytest.fixture(params=["embedded", "http"])
 def engine(request: pytest.FixtureRequest, tiny_model_dir: Path) -> Iterator[Any]:
     """The same engine contract, in process and over SGLang's HTTP API (agentrl serve)."""

@@ -9,13 +9,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from engine_harness import ServedEngine, build_embedded, run_async
+from engine_harness import ServedEngine, run_async
 
 from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import SamplingParams
@@ -31,14 +30,6 @@ def _free_port() -> int:
 
 def _client(url: str, **overrides: Any) -> SGLangEngine:
     return SGLangEngine(EngineConfig(**{"kind": "sglang", "urls": [url], "max_retries": 2, "request_timeout_s": 30, **overrides}))
-
-
-@pytest.fixture
-def served(tiny_model_dir: Path) -> Iterator[ServedEngine]:
-    inner = build_embedded(tiny_model_dir)
-    with ServedEngine(inner) as server:
-        yield server
-    asyncio.run(inner.close())
 
 
 def test_unreachable_server_names_the_url() -> None:

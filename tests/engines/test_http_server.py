@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from engine_harness import ServedEngine, build_embedded
-
-
-@pytest.fixture
-def served(tiny_model_dir: Path) -> Iterator[ServedEngine]:
-    inner = build_embedded(tiny_model_dir)
-    with ServedEngine(inner) as server:
-        yield server
-    asyncio.run(inner.close())
 
 
 def _calls(url: str, calls: list[tuple[str, str, Any]]) -> list[tuple[int, Any]]:
