@@ -35,6 +35,9 @@ class SlotKVCache:
         self._rows = (0, 0)
         self._lo = 0
         self._write = 0
+        # additive decode mask over every column, rebuilt only when rows or the layout change: a row's
+        # first column (end - length) is fixed while decode steps advance ``end`` and every length alike
+        self._decode_mask_cols: torch.Tensor | None = None
 
     @property
     def num_rows(self) -> int:
@@ -64,6 +67,7 @@ class SlotKVCache:
         first = self.num_rows
         self._ensure(first + len(prompt_lengths), padded, 0)
         self.lengths.extend(prompt_lengths)
+        self._decode_mask_cols = None
         self._rows = (first, first + len(prompt_lengths))
         self._lo = self._write = self.end - padded
         return first, padded
@@ -91,6 +95,7 @@ class SlotKVCache:
                     buf[row, :, lo : self.end] = buf[last, :, lo : self.end]
             self.lengths[row] = self.lengths[last]
         self.lengths.pop()
+        self._decode_mask_cols = None
         if not self.lengths:
             self.end = 0
 
@@ -98,14 +103,22 @@ class SlotKVCache:
         """Drop every row (buffers are kept for reuse)."""
         self.lengths = []
         self.end = 0
+        self._decode_mask_cols = None
 
     # --- masks and positions ---------------------------------------------------------------------
-    def decode_mask(self, lo: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """Additive mask ``[rows, 1, 1, end + 1 - lo]``: 0 on each row's cached tokens and the new one."""
-        cols = torch.arange(lo, self.end + 1, device=device)
-        starts = self.end - torch.tensor(self.lengths, device=device)
-        valid = cols[None, :] >= starts[:, None]
-        return _additive(valid, dtype)[:, None, None, :]
+    def decode_mask(self, lo: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
+        """Additive mask ``[rows, 1, 1, end + 1 - lo]``: 0 on each row's cached tokens and the new one.
+
+        None when every row has the same length (the window holds no other row's padding).
+        """
+        if min(self.lengths) == max(self.lengths):
+            return None
+        mask = self._decode_mask_cols
+        if mask is None or mask.dtype != dtype or mask.device != device:
+            cols = torch.arange(self.cols_cap, device=device)
+            starts = self.end - torch.tensor(self.lengths, device=device)
+            mask = self._decode_mask_cols = _additive(cols[None, :] >= starts[:, None], dtype)
+        return mask[:, None, None, lo : self.end + 1]
 
     def prefill_mask(self, prompt_lengths: list[int], padded: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """Additive causal mask ``[k, 1, padded, padded]`` that hides each prompt's left padding."""
@@ -151,6 +164,7 @@ class SlotKVCache:
                     new[:n, :, new_end - live : new_end] = old[:n, :, live_lo : self.end]
                 bufs[i] = new
         self.rows_cap, self.cols_cap, self.end = rows_cap, cols_cap, new_end
+        self._decode_mask_cols = None
 
 
 def _additive(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

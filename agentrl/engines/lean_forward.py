@@ -52,7 +52,9 @@ class LeanForward:
     """Prefill and decode for a supported HF model; writes keys/values through ``SlotKVCache.update``.
 
     Inputs follow the runner's conventions: ``ids``/``positions`` ``[B, L]`` (prefill left-padded,
-    decode L=1) and an additive mask ``[B, 1, L, S]``; returns the last position's logits ``[B, vocab]``.
+    decode L=1) and an additive mask ``[B, 1, L, S]`` (decode: None when no row needs masking); returns
+    the last position's logits ``[B, vocab]``. Decode runs a flat 2-D path with the residual adds fused
+    into the output matmuls: at small batch every op's dispatch cost is what a step costs.
     """
 
     def __init__(self, model: torch.nn.Module, *, max_seq_len: int) -> None:
@@ -60,8 +62,7 @@ class LeanForward:
         if reason is not None:
             raise EngineError(f"LeanForward cannot run this model: {reason}; run it with ModelRunner(..., lean=False)")
         self.model = model
-        self.layers = list(model.model.layers)
-        attn = self.layers[0].self_attn
+        attn = model.model.layers[0].self_attn
         self.head_dim = int(attn.head_dim)
         self.heads = int(model.config.num_attention_heads)
         self.kv_heads = int(model.config.num_key_value_heads)
@@ -69,7 +70,24 @@ class LeanForward:
         self.scaling = float(attn.scaling)
         self.qk_norm = hasattr(attn, "q_norm")
         self._cos, self._sin_signed = self._rope_tables(max_seq_len)
-        self._fused = [_FusedLayer(layer) for layer in self.layers]
+        self._layers = [_LayerWeights(layer, self.heads, self.kv_heads) for layer in model.model.layers]
+        self._capture_model_tensors()
+
+    def _capture_model_tensors(self) -> None:
+        inner = self.model.model
+        self._embed = inner.embed_tokens.weight
+        self._final_norm, self._final_eps = inner.norm.weight, float(inner.norm.variance_epsilon)
+        self._head_weight, self._head_bias = self.model.lm_head.weight, self.model.lm_head.bias
+
+    def refresh(self) -> None:
+        """Follow parameters that were re-pointed (``model.to``, ``load_state_dict(assign=True)``).
+
+        In-place weight updates (the engine's path) need nothing: every tensor here is, or views,
+        the model's own parameter. The runner calls this before each prefill, not per decode step.
+        """
+        for layer in self._layers:
+            layer.refresh()
+        self._capture_model_tensors()
 
     @torch.no_grad()
     def _rope_tables(self, max_seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,56 +102,82 @@ class LeanForward:
         sin_signed = torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1)
         return cos[0].contiguous(), sin_signed.contiguous()
 
-    def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: SlotKVCache) -> torch.Tensor:
+    def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache: SlotKVCache) -> torch.Tensor:
         """Run every decoder layer over ``ids`` and return the last position's logits ``[B, vocab]``."""
+        if ids.shape[1] == 1:
+            return self.decode(ids[:, 0], positions[:, 0], mask, cache)
+        self.refresh()
         b, n = positions.shape
         flat = positions.reshape(-1)  # index_select: cheaper than advanced indexing for a row gather
         cos_bl1d = self._cos.index_select(0, flat).view(b, n, 1, self.head_dim)
         sin_bl1d = self._sin_signed.index_select(0, flat).view(b, n, 1, self.head_dim)
-        x_bld = F.embedding(ids, self.model.model.embed_tokens.weight)
-        for i, (layer, fused) in enumerate(zip(self.layers, self._fused)):
-            fused.refresh()
-            x_bld = x_bld + self._attention(layer, fused, _rms(x_bld, layer.input_layernorm), (cos_bl1d, sin_bl1d), mask, cache, i)
-            x_bld = x_bld + fused.mlp(_rms(x_bld, layer.post_attention_layernorm))
-        last_bd = _rms(x_bld[:, -1, :], self.model.model.norm)
-        head = self.model.lm_head
-        return F.linear(last_bd, head.weight, head.bias)
+        x_bld = F.embedding(ids, self._embed)
+        for i, lw in enumerate(self._layers):
+            x_bld = x_bld + self._attention(lw, _rms(x_bld, lw.in_norm, lw.in_eps), (cos_bl1d, sin_bl1d), mask, cache, i)
+            x_bld = x_bld + lw.mlp(_rms(x_bld, lw.post_norm, lw.post_eps))
+        return self._logits(x_bld[:, -1, :])
 
-    def _attention(self, layer: torch.nn.Module, fused: _FusedLayer, h_bld: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor, cache: SlotKVCache, idx: int) -> torch.Tensor:
-        attn = layer.self_attn
+    def decode(self, ids_b: torch.Tensor, positions_b: torch.Tensor, mask: torch.Tensor | None, cache: SlotKVCache) -> torch.Tensor:
+        """One token per row: ``ids_b``/``positions_b`` ``[B]``, mask ``[B, 1, 1, S]`` or None."""
+        b = ids_b.shape[0]
+        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
+        qk_heads = heads + kv_heads
+        cos_b1d = self._cos.index_select(0, positions_b).view(b, 1, dim)
+        sin_b1d = self._sin_signed.index_select(0, positions_b).view(b, 1, dim)
+        x_bd = F.embedding(ids_b, self._embed)
+        for i, lw in enumerate(self._layers):
+            qkv_bhd = F.linear(_rms(x_bd, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias).view(b, qk_heads + kv_heads, dim)
+            qk_bhd = qkv_bhd[:, :qk_heads]
+            if self.qk_norm:
+                qk_bhd = lw.norm_qk_heads(qk_bhd)
+            qk_bhd = torch.addcmul(qk_bhd * cos_b1d, qk_bhd.roll(dim // 2, dims=-1), sin_b1d)
+            k_win, v_win = cache.update(qk_bhd[:, heads:, None], qkv_bhd[:, qk_heads:, None], i)
+            # fold each KV head's query group into the query axis, so no K/V repeat is needed
+            q = qk_bhd[:, :heads].view(b, kv_heads, self.groups, dim)
+            out_bd = F.scaled_dot_product_attention(q, k_win, v_win, attn_mask=mask, scale=self.scaling).view(b, heads * dim)
+            x_bd = lw.residual_linear(x_bd, out_bd, lw.o_weight, lw.o_bias)
+            gate_up = F.linear(_rms(x_bd, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias)
+            gate, up = gate_up.split(lw.intermediate, dim=-1)
+            x_bd = lw.residual_linear(x_bd, lw.act(gate) * up, lw.down_weight, lw.down_bias)
+        return self._logits(x_bd)
+
+    def _logits(self, last_bd: torch.Tensor) -> torch.Tensor:
+        return F.linear(_rms(last_bd, self._final_norm, self._final_eps), self._head_weight, self._head_bias)
+
+    def _attention(self, lw: _LayerWeights, h_bld: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor | None, cache: SlotKVCache, idx: int) -> torch.Tensor:
         b, n = h_bld.shape[:2]
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
-        qkv_blhd = F.linear(h_bld, fused.qkv_weight, fused.qkv_bias).view(b, n, heads + 2 * kv_heads, dim)
+        qkv_blhd = F.linear(h_bld, lw.qkv_weight, lw.qkv_bias).view(b, n, heads + 2 * kv_heads, dim)
         qk_blhd = qkv_blhd[:, :, : heads + kv_heads]
         if self.qk_norm:  # Qwen3: RMSNorm over each head's dims before rope (q and k heads in one call)
-            qk_blhd = _rms_heads(qk_blhd, attn.q_norm, attn.k_norm, heads)
+            qk_blhd = lw.norm_qk_heads(qk_blhd)
         qk_blhd = _rope(qk_blhd, *rope)
         k_bhld = qk_blhd[:, :, heads:].transpose(1, 2)
         k_bhsd, v_bhsd = cache.update(k_bhld, qkv_blhd[:, :, heads + kv_heads :].transpose(1, 2), idx)
-        if n == 1:
-            # decode: fold each KV head's query group into the query axis, so no K/V repeat is needed
-            q = qk_blhd[:, :, :heads].view(b, kv_heads, self.groups, dim)
-            out = F.scaled_dot_product_attention(q, k_bhsd, v_bhsd, attn_mask=mask, scale=self.scaling)
-        else:
-            q = qk_blhd[:, :, :heads].transpose(1, 2)
-            out = F.scaled_dot_product_attention(q, k_bhsd, v_bhsd, attn_mask=mask, scale=self.scaling, enable_gqa=self.groups > 1)
-            out = out.transpose(1, 2)
-        return _linear(out.reshape(b, n, heads * dim), attn.o_proj)
+        q = qk_blhd[:, :, :heads].transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, k_bhsd, v_bhsd, attn_mask=mask, scale=self.scaling, enable_gqa=self.groups > 1)
+        return F.linear(out.transpose(1, 2).reshape(b, n, heads * dim), lw.o_weight, lw.o_bias)
 
 
-class _FusedLayer:
-    """One layer's q/k/v (and gate/up) weights as row slices of one buffer: the HF model's parameters
-    become views into it (same values, same memory), so one matmul serves the group and in-place
-    updates of any parameter land in the buffer. If a parameter is re-pointed (``model.to``,
-    ``load_state_dict(assign=True)``) the group is fused again from the new values."""
+class _LayerWeights:
+    """One decoder layer's tensors, read once instead of through module attributes every step.
 
-    def __init__(self, layer: torch.nn.Module) -> None:
+    q/k/v (and gate/up) become row slices of one buffer: the HF model's parameters become views into
+    it (same values, same memory), so one matmul serves the group and in-place updates of any
+    parameter land in the buffer. ``refresh`` re-fuses when a parameter was re-pointed.
+    """
+
+    def __init__(self, layer: torch.nn.Module, heads: int, kv_heads: int) -> None:
+        self._layer = layer
+        self._heads, self._kv_heads = heads, kv_heads
         attn, mlp = layer.self_attn, layer.mlp
         self._qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
         self._gate_up = [mlp.gate_proj, mlp.up_proj]
-        self._down, self._act = mlp.down_proj, mlp.act_fn
-        self._intermediate = int(mlp.gate_proj.weight.shape[0])
+        self.intermediate = int(mlp.gate_proj.weight.shape[0])
+        # SiLU (every supported family's default) as a function: a module call costs more than the op
+        self.act = F.silu if type(mlp.act_fn).__name__ == "SiLUActivation" or isinstance(mlp.act_fn, torch.nn.SiLU) else mlp.act_fn
         self._ptrs: tuple[int, ...] = ()
+        self._qk_weight_key: tuple[int, ...] = ()
         self.refresh()
 
     def _current_ptrs(self) -> tuple[int, ...]:
@@ -141,18 +185,50 @@ class _FusedLayer:
         return tuple(m.weight.data_ptr() for m in modules) + tuple(m.bias.data_ptr() for m in modules if m.bias is not None)
 
     def refresh(self) -> None:
-        """Re-fuse if any parameter no longer points into this layer's buffers."""
-        if self._current_ptrs() == self._ptrs:
-            return
-        with torch.inference_mode(False), torch.no_grad():  # parameters must stay normal tensors
-            self.qkv_weight, self.qkv_bias = _fuse_rows(self._qkv)
-            self.gate_up_weight, self.gate_up_bias = _fuse_rows(self._gate_up)
-        self._ptrs = self._current_ptrs()
+        """Re-fuse if any parameter no longer points into this layer's buffers; re-read the others."""
+        if self._current_ptrs() != self._ptrs:
+            with torch.inference_mode(False), torch.no_grad():  # parameters must stay normal tensors
+                self.qkv_weight, self.qkv_bias = _fuse_rows(self._qkv)
+                self.gate_up_weight, self.gate_up_bias = _fuse_rows(self._gate_up)
+            self._ptrs = self._current_ptrs()
+        layer = self._layer
+        attn, mlp = layer.self_attn, layer.mlp
+        self.in_norm, self.in_eps = layer.input_layernorm.weight, float(layer.input_layernorm.variance_epsilon)
+        self.post_norm, self.post_eps = layer.post_attention_layernorm.weight, float(layer.post_attention_layernorm.variance_epsilon)
+        self.o_weight, self.o_bias = attn.o_proj.weight, attn.o_proj.bias
+        self.down_weight, self.down_bias = mlp.down_proj.weight, mlp.down_proj.bias
+        self._q_norm, self._k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+        self._qk_weight_key = ()
 
-    def mlp(self, h_bld: torch.Tensor) -> torch.Tensor:
+    def mlp(self, h: torch.Tensor) -> torch.Tensor:
         """down(act(gate(h)) * up(h)) with gate and up from one matmul."""
-        gate, up = F.linear(h_bld, self.gate_up_weight, self.gate_up_bias).split(self._intermediate, dim=-1)
-        return _linear(self._act(gate) * up, self._down)
+        gate, up = F.linear(h, self.gate_up_weight, self.gate_up_bias).split(self.intermediate, dim=-1)
+        return F.linear(self.act(gate) * up, self.down_weight, self.down_bias)
+
+    @staticmethod
+    def residual_linear(x_bd: torch.Tensor, h_bd: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """``x + linear(h)`` as one addmm when there is no bias."""
+        if bias is None:
+            return torch.addmm(x_bd, h_bd, weight.t())
+        return x_bd + F.linear(h_bd, weight, bias)
+
+    def norm_qk_heads(self, qk_heads: torch.Tensor) -> torch.Tensor:
+        """Per-head RMSNorm of q heads ``[..., :heads, :]`` and k heads ``[..., heads:, :]``, each with its own weight."""
+        q_norm, k_norm = self._q_norm, self._k_norm
+        if qk_heads.dtype != torch.float32 or q_norm.variance_epsilon != k_norm.variance_epsilon:
+            heads = self._heads
+            return torch.cat((_rms(qk_heads[..., :heads, :], q_norm.weight, q_norm.variance_epsilon), _rms(qk_heads[..., heads:, :], k_norm.weight, k_norm.variance_epsilon)), dim=-2)
+        return F.rms_norm(qk_heads, (qk_heads.shape[-1],), None, q_norm.variance_epsilon) * self._qk_weight()
+
+    def _qk_weight(self) -> torch.Tensor:
+        """q_norm's weight repeated per q head, then k_norm's per k head; rebuilt after any in-place change."""
+        q_w, k_w = self._q_norm.weight, self._k_norm.weight
+        key = (q_w.data_ptr(), q_w._version, k_w.data_ptr(), k_w._version)
+        if key != self._qk_weight_key:
+            dim = q_w.shape[0]
+            self._qk_weight_hd = torch.cat((q_w.detach().expand(self._heads, dim), k_w.detach().expand(self._kv_heads, dim)))
+            self._qk_weight_key = key
+        return self._qk_weight_hd
 
 
 def _fuse_rows(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -170,26 +246,13 @@ def _fuse_rows(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tens
     return weight, bias
 
 
-def _linear(x: torch.Tensor, module: torch.nn.Linear) -> torch.Tensor:
-    return F.linear(x, module.weight, module.bias)
-
-
-def _rms(x: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """HF's RMSNorm: fused in float32; half precisions upcast like HF (normalise in fp32, then scale)."""
     if x.dtype == torch.float32:
-        return F.rms_norm(x, (x.shape[-1],), norm.weight, norm.variance_epsilon)
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
     h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * h.to(x.dtype)
-
-
-def _rms_heads(qk_blhd: torch.Tensor, q_norm: torch.nn.Module, k_norm: torch.nn.Module, heads: int) -> torch.Tensor:
-    """Per-head RMSNorm of q heads ``[:heads]`` and k heads ``[heads:]`` (each with its own weight)."""
-    if qk_blhd.dtype != torch.float32 or q_norm.variance_epsilon != k_norm.variance_epsilon:
-        return torch.cat((_rms(qk_blhd[:, :, :heads], q_norm), _rms(qk_blhd[:, :, heads:], k_norm)), dim=2)
-    kv_heads, dim = qk_blhd.shape[2] - heads, qk_blhd.shape[3]
-    weight_hd = torch.cat((q_norm.weight.expand(heads, dim), k_norm.weight.expand(kv_heads, dim)))
-    return F.rms_norm(qk_blhd, (dim,), None, q_norm.variance_epsilon) * weight_hd
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
 
 
 def _rope(x_blhd: torch.Tensor, cos_bl1d: torch.Tensor, sin_signed_bl1d: torch.Tensor) -> torch.Tensor:

@@ -55,11 +55,16 @@ class ModelRunner:
     @torch.inference_mode()
     def decode(self, last_tokens: list[int]) -> torch.Tensor:
         """Feed each row its last sampled token; returns the next-token logits ``[rows, vocab]``."""
-        positions = torch.tensor(self.cache.lengths, dtype=torch.long)[:, None]
+        positions = torch.tensor(self.cache.lengths, dtype=torch.long, device=self.device)
         lo = self.cache.begin_decode()
         mask = self.cache.decode_mask(lo, self.dtype, self.device)
-        ids = torch.tensor(last_tokens, dtype=torch.long)[:, None]
-        logits = self._forward(ids, positions, mask)
+        ids = torch.tensor(last_tokens, dtype=torch.long, device=self.device)
+        if self.lean is not None:
+            logits = self.lean.decode(ids, positions, mask, self.cache)
+        else:
+            if mask is None:  # HF's forward gets the explicit mask: it would not know the window
+                mask = torch.zeros(len(last_tokens), 1, 1, self.cache.end + 1 - lo, dtype=self.dtype, device=self.device)
+            logits = self._forward(ids[:, None], positions[:, None], mask)
         self.cache.end_decode()
         return logits
 

@@ -1,6 +1,6 @@
 """Batched token sampling with SGLang's logprob semantics.
 
-The returned logprob of a sampled token is ``log_softmax(logits.float() / T)`` over the full vocabulary
+The returned logprob of a sampled token is ``log(softmax(logits.float() / T))`` over the full vocabulary
 (greedy rows, T=0, use T=1); top-k/top-p filter only a copy used to draw the sample (SGLANG.md §3).
 """
 
@@ -25,27 +25,56 @@ class RowSampling:
     generator: torch.Generator | None
 
 
-def sample_tokens(logits_bv: torch.Tensor, rows: list[RowSampling], default_gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row; returns (token ids ``[B]``, their float32 logprobs ``[B]``)."""
+class SamplingPlan:
+    """The per-row settings of one batch as tensors, built once while the batch keeps its rows.
+
+    The scheduler rebuilds it when a request joins or leaves, so a decode step pays no per-row Python.
+    """
+
+    def __init__(self, rows: list[RowSampling], device: torch.device) -> None:
+        greedy = [r.temperature < 1e-6 for r in rows]
+        temps = [1.0 if g else r.temperature for r, g in zip(rows, greedy)]
+        # one temperature (the RL case): a scalar divide, same numbers as the per-row one
+        self.temperature: float | torch.Tensor = temps[0] if all(t == temps[0] for t in temps) else torch.tensor(temps, device=device)[:, None]
+        self.greedy_b: torch.Tensor | None = torch.tensor(greedy, device=device) if any(greedy) else None
+        self.rows = rows
+        self.filtered = any(0 < r.top_k or r.top_p < 1.0 for r in rows)
+        self.seeded = [(i, r.generator) for i, r in enumerate(rows) if r.generator is not None]
+        self.size = len(rows)
+
+
+def sample_tokens(logits_bv: torch.Tensor, rows: list[RowSampling] | SamplingPlan, default_gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row; returns (token ids ``[B]``, their float32 logprobs ``[B]``).
+
+    The logprob is ``log(softmax(logits / T)[token])``, SGLang's own computation (SGLANG.md §3); a token
+    whose probability is too small for that to be exact (below 1e-30) gets ``log_softmax`` instead.
+    """
     logits_bv = logits_bv.float()
     device = logits_bv.device
-    greedy = [r.temperature < 1e-6 for r in rows]
-    temps = [1.0 if g else r.temperature for r, g in zip(rows, greedy)]
-    if all(t == temps[0] for t in temps):  # one temperature (the RL case): a scalar divide, same numbers
-        logprobs_bv = torch.log_softmax(logits_bv if temps[0] == 1.0 else logits_bv / temps[0], dim=-1)
-    else:
-        logprobs_bv = torch.log_softmax(logits_bv / torch.tensor(temps, device=device)[:, None], dim=-1)
-    scores_bv = _filter_top_k_top_p(logprobs_bv, rows)
-    uniform_b = torch.rand(len(rows), generator=default_gen, device=device)
-    for i, row in enumerate(rows):
-        if row.generator is not None:  # a seeded request draws from its own stream, whatever the batch
-            uniform_b[i] = torch.rand((), generator=row.generator, device=device)
-    # scores are (filtered) logprobs <= 0, so exp() cannot overflow; the CDF need not be normalised
-    sampled_b = _inverse_cdf(scores_bv.exp(), uniform_b)
-    if any(greedy):
-        sampled_b = torch.where(torch.tensor(greedy, device=device), torch.argmax(logits_bv, dim=-1), sampled_b)
-    token_logprobs_b = logprobs_bv.gather(1, sampled_b[:, None]).squeeze(1)
-    return sampled_b, token_logprobs_b
+    plan = rows if isinstance(rows, SamplingPlan) else SamplingPlan(rows, device)
+    temperature = plan.temperature
+    scaled_bv = logits_bv if isinstance(temperature, float) and temperature == 1.0 else logits_bv / temperature
+    probs_bv = torch.softmax(scaled_bv, dim=-1)
+    draw_bv = _filter_top_k_top_p(probs_bv, plan.rows) if plan.filtered else probs_bv
+    uniform_b = torch.rand(plan.size, generator=default_gen, device=device)
+    for i, generator in plan.seeded:  # a seeded request draws from its own stream, whatever the batch
+        uniform_b[i] = torch.rand((), generator=generator, device=device)
+    sampled_b = _inverse_cdf(draw_bv, uniform_b)
+    if plan.greedy_b is not None:
+        sampled_b = torch.where(plan.greedy_b, torch.argmax(logits_bv, dim=-1), sampled_b)
+    return sampled_b, token_logprobs(probs_bv, scaled_bv, sampled_b)
+
+
+def token_logprobs(probs_bv: torch.Tensor, scaled_logits_bv: torch.Tensor, tokens_b: torch.Tensor) -> torch.Tensor:
+    """``log(probs[token])`` per row; rows whose token has probability below 1e-30, where float32 ``log(p)``
+    loses precision (or p underflowed to 0), take ``log_softmax`` of the scaled logits instead."""
+    token_probs_b1 = probs_bv.gather(1, tokens_b[:, None])
+    logprobs_b = token_probs_b1.log().squeeze(1)
+    tiny_b = token_probs_b1.squeeze(1) < 1e-30
+    if bool(tiny_b.any()):
+        exact_b = torch.log_softmax(scaled_logits_bv[tiny_b], dim=-1).gather(1, tokens_b[tiny_b][:, None]).squeeze(1)
+        logprobs_b[tiny_b] = exact_b
+    return logprobs_b
 
 
 def _inverse_cdf(probs_bv: torch.Tensor, uniform_b: torch.Tensor, block: int = 64) -> torch.Tensor:
@@ -74,20 +103,15 @@ def _inverse_cdf(probs_bv: torch.Tensor, uniform_b: torch.Tensor, block: int = 6
     return (blk_b1 * block + idx_b1).squeeze(1)
 
 
-def _filter_top_k_top_p(logprobs_bv: torch.Tensor, rows: list[RowSampling]) -> torch.Tensor:
-    """Return logprobs with tokens outside each row's top-k / top-p set at -inf (a copy if any)."""
-    vocab = logprobs_bv.shape[-1]
+def _filter_top_k_top_p(probs_bv: torch.Tensor, rows: list[RowSampling]) -> torch.Tensor:
+    """Return probabilities with tokens outside each row's top-k / top-p set at 0 (a copy)."""
+    vocab = probs_bv.shape[-1]
     top_k = [r.top_k if 0 < r.top_k < vocab else vocab for r in rows]
-    top_p = [r.top_p for r in rows]
-    if all(k == vocab for k in top_k) and all(p >= 1.0 for p in top_p):
-        return logprobs_bv
-    device = logprobs_bv.device
-    sorted_bv, order_bv = torch.sort(logprobs_bv, dim=-1, descending=True)
+    device = probs_bv.device
+    sorted_bv, order_bv = torch.sort(probs_bv, dim=-1, descending=True)
     rank = torch.arange(vocab, device=device)[None, :]
     keep_bv = rank < torch.tensor(top_k, device=device)[:, None]
-    probs_bv = sorted_bv.exp()
-    mass_before_bv = torch.cumsum(probs_bv, dim=-1) - probs_bv
-    p_b = torch.tensor(top_p, dtype=probs_bv.dtype, device=device)[:, None]
+    mass_before_bv = torch.cumsum(sorted_bv, dim=-1) - sorted_bv
+    p_b = torch.tensor([r.top_p for r in rows], dtype=probs_bv.dtype, device=device)[:, None]
     keep_bv &= (mass_before_bv < p_b) | (p_b >= 1.0)
-    filtered_sorted = torch.where(keep_bv, sorted_bv, torch.full_like(sorted_bv, float("-inf")))
-    return torch.empty_like(logprobs_bv).scatter_(1, order_bv, filtered_sorted)
+    return torch.zeros_like(probs_bv).scatter_(1, order_bv, sorted_bv * keep_bv)

@@ -18,7 +18,7 @@ import torch
 
 from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
 from agentrl.engines.runner import ModelRunner
-from agentrl.engines.sampling import RowSampling, sample_tokens
+from agentrl.engines.sampling import RowSampling, SamplingPlan, sample_tokens
 from agentrl.engines.weights import copy_state_dict
 from agentrl.errors import EngineError
 
@@ -71,6 +71,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._waiting: collections.deque[Request] = collections.deque()
         self._running: list[Request] = []  # row i of the KV cache <-> _running[i]
+        self._plan: SamplingPlan | None = None  # the running rows' sampling settings; None when they changed
         self._by_id: dict[str, Request] = {}
         self._update: _WeightUpdate | None = None
         self._closed = False
@@ -187,16 +188,19 @@ class Scheduler:
         logits = self.runner.prefill([r.input_ids for r in admit])
         self.prefills += 1
         self._running.extend(admit)
+        self._plan = None
         first = len(self._running) - len(admit)
-        self._sample_and_check(logits, first, admit)
+        self._sample_and_check(logits, first, admit, SamplingPlan([r.row for r in admit], logits.device))
 
     def _decode(self) -> None:
         logits = self.runner.decode([r.output_ids[-1] for r in self._running])
-        self._sample_and_check(logits, 0, list(self._running))
+        if self._plan is None:
+            self._plan = SamplingPlan([r.row for r in self._running], logits.device)
+        self._sample_and_check(logits, 0, list(self._running), self._plan)
         self.steps += 1
 
-    def _sample_and_check(self, logits: torch.Tensor, first_row: int, reqs: list[Request]) -> None:
-        tokens_b, logprobs_b = sample_tokens(logits, [r.row for r in reqs], self._gen)
+    def _sample_and_check(self, logits: torch.Tensor, first_row: int, reqs: list[Request], plan: SamplingPlan) -> None:
+        tokens_b, logprobs_b = sample_tokens(logits, plan, self._gen)
         finished: list[tuple[int, FinishReason, int | str | None]] = []
         for i, (req, tok, lp) in enumerate(zip(reqs, tokens_b.tolist(), logprobs_b.tolist())):
             req.output_ids.append(tok)
@@ -228,12 +232,14 @@ class Scheduler:
         self.runner.remove_row(row)
         self._running[row] = self._running[-1]  # mirror the cache's last-row move
         self._running.pop()
+        self._plan = None
         return req
 
     def _fail_all(self, admit: list[Request], exc: Exception) -> None:
         self.runner.clear()
         victims = {id(r): r for r in [*self._running, *admit]}.values()
         self._running = []
+        self._plan = None
         error = EngineError(f"embedded engine forward failed: {type(exc).__name__}: {exc}")
         with self._cond:
             for req in victims:

@@ -127,3 +127,41 @@ def test_fused_projections_are_the_models_own_parameters() -> None:
     with torch.no_grad():
         expected = model(torch.tensor([[4, 5, 6, 7]])).logits[:, -1]
     assert (logits - expected).abs().max().item() <= TOL
+
+
+def test_equal_length_rows_decode_without_a_mask_and_match_hf() -> None:
+    """Rows of one length need no mask (the lean path passes None); logits still match HF's forward."""
+    model = _model("qwen3")
+    prompts = torch.randint(0, 300, (3, 7), generator=torch.Generator().manual_seed(4)).tolist()
+
+    def run(runner: ModelRunner) -> list[torch.Tensor]:
+        outs = [runner.prefill(prompts)]
+        for _ in range(6):
+            outs.append(runner.decode(outs[-1].argmax(-1).tolist()))
+        return outs
+
+    lean = ModelRunner(model, max_seq_len=64)
+    lean.prefill(prompts)
+    lo = lean.cache.begin_decode()
+    assert lean.cache.decode_mask(lo, torch.float32, torch.device("cpu")) is None
+    lean.clear()
+    got, reference = run(lean), run(ModelRunner(model, max_seq_len=64, lean=False))
+    assert max((a - b).abs().max().item() for a, b in zip(got, reference)) <= TOL
+
+
+def test_in_place_update_between_decode_steps_reaches_every_weight() -> None:
+    """A weight update lands between two decode steps (no prefill in between), q/k norm weights included:
+    the lean step after it equals HF's forward over the same cache contents under the new weights."""
+    import copy
+
+    model = _model("qwen3")
+    untouched = copy.deepcopy(model)
+    runners = [ModelRunner(m, max_seq_len=64, lean=lean) for m, lean in ((model, True), (model, False), (untouched, True))]
+    for runner in runners:  # identical caches built under the old weights
+        runner.prefill([[3, 9, 27, 81]])
+        runner.decode([5])
+    generator = torch.Generator().manual_seed(5)
+    copy_state_dict(model, {k: v + 0.05 * torch.randn(v.shape, generator=generator) for k, v in model.state_dict().items()})
+    lean_logits, hf_logits, old_logits = (runner.decode([7]) for runner in runners)
+    assert (lean_logits - hf_logits).abs().max().item() <= TOL
+    assert (lean_logits - old_logits).abs().max().item() > 1e-3  # the update changed what the step computes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentrl.engines.sampling import RowSampling, _inverse_cdf, sample_tokens
+from agentrl.engines.sampling import RowSampling, SamplingPlan, _inverse_cdf, sample_tokens, token_logprobs
 
 VOCABS = [300, 20000]  # below and above the flat-cumsum cutoff; neither a multiple of the block size
 
@@ -40,3 +40,31 @@ def test_sample_frequencies_follow_the_tempered_distribution(vocab: int) -> None
     observed = torch.bincount(tokens, minlength=vocab).float()[:150] / 4000
     assert (observed - expected).abs().max().item() < 0.03
     assert torch.allclose(logprobs, torch.log_softmax(logits[0] / 0.7, -1)[tokens])
+
+
+def test_token_logprobs_are_exact_down_to_underflowing_probabilities() -> None:
+    """log(softmax) is SGLang's computation; tokens with p < 1e-30 (or p == 0 in float32) fall back to log_softmax."""
+    logits = torch.tensor([[0.0, -10.0, -75.0, -120.0], [3.0, 2.0, 1.0, -200.0]])
+    probs = torch.softmax(logits, -1)
+    tokens = torch.tensor([2, 3])  # p ~ 3e-33 and p == 0 after float32 underflow
+    assert probs[1, 3].item() == 0.0
+    got = token_logprobs(probs, logits, tokens)
+    exact = torch.log_softmax(logits.double(), -1).gather(1, tokens[:, None]).squeeze(1)
+    assert torch.isfinite(got).all()
+    assert (got.double() - exact).abs().max().item() < 1e-4
+    common = token_logprobs(probs, logits, torch.tensor([1, 0]))  # ordinary tokens: plain log(p)
+    assert torch.equal(common, probs.gather(1, torch.tensor([[1], [0]])).log().squeeze(1))
+
+
+def test_a_batch_with_mixed_settings_samples_each_row_by_its_own_rules() -> None:
+    """Greedy, top-k=1 and tempered rows share one plan; logprobs stay those of the full tempered softmax."""
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(1, 300, generator=gen).expand(3, -1).contiguous()
+    rows = [RowSampling(0.0, -1, 1.0, None), RowSampling(0.7, 1, 1.0, None), RowSampling(1.3, -1, 1.0, None)]
+    plan = SamplingPlan(rows, logits.device)
+    tokens, logprobs = sample_tokens(logits, plan, gen)
+    best = int(logits[0].argmax())
+    assert tokens[:2].tolist() == [best, best]
+    temps = torch.tensor([1.0, 0.7, 1.3])[:, None]
+    expected = torch.log_softmax(logits / temps, -1).gather(1, tokens[:, None]).squeeze(1)
+    assert torch.allclose(logprobs, expected, atol=1e-5)
