@@ -5,7 +5,8 @@
    second and per CPU second of this process (steadier on a shared machine); ``--hf-forward`` runs the
    engine on HF's forward instead of the lean one, for an A/B;
 2. 64 concurrent requests of mixed lengths: continuous batching vs static batches;
-3. the same 64 requests through ``agentrl serve`` over HTTP (SGLangEngine) vs in process.
+3. the same 64 requests through ``agentrl serve`` over HTTP (SGLangEngine) vs in process;
+4. multi-turn episodes (each turn resubmits the whole history): prefix cache on vs off.
 
 Usage: .venv/bin/python scripts/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
 """
@@ -75,6 +76,41 @@ def mixed_workload(n: int, vocab: int, seed: int) -> tuple[list[list[int]], list
     prompts = [[rng.randrange(vocab) for _ in range(rng.randint(8, 64))] for _ in range(n)]
     params = [SamplingParams(max_new_tokens=rng.randint(16, 128), ignore_eos=True) for _ in range(n)]
     return prompts, params
+
+
+async def multi_turn_tps(engine: EmbeddedEngine, episodes: int, turns: int, vocab: int, seed: int) -> tuple[float, int]:
+    """Tokens/s of ``episodes`` concurrent conversations of ``turns`` turns (history resubmitted each turn),
+    and the prompt tokens the engine took from its prefix cache."""
+    rng = random.Random(seed)
+    sampling = SamplingParams(max_new_tokens=32, ignore_eos=True)
+
+    async def episode(history: list[int]) -> tuple[int, int]:
+        generated = cached = 0
+        for _ in range(turns):
+            result = await engine.generate(history, sampling)
+            generated += len(result.output_ids)
+            cached += result.cached_tokens
+            history = history + result.output_ids + [rng.randrange(vocab) for _ in range(48)]  # the observation
+        return generated, cached
+
+    await engine.generate([1] * 8, SamplingParams(max_new_tokens=2, ignore_eos=True))  # warm-up
+    started = time.perf_counter()
+    done = await asyncio.gather(*(episode([rng.randrange(vocab) for _ in range(256)]) for _ in range(episodes)))
+    elapsed = time.perf_counter() - started
+    return sum(g for g, _ in done) / elapsed, sum(c for _, c in done)
+
+
+def multi_turn_round(model_dir: Path, args: argparse.Namespace, vocab: int) -> dict[str, float]:
+    """The same multi-turn workload with the prefix cache on and off (fresh engines, same seed)."""
+    out: dict[str, float] = {}
+    for name, budget in (("prefix_cache", 65536), ("no_prefix_cache", 0)):
+        engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_batch_size=args.batch, seed=0, prefix_cache_tokens=budget))
+        try:
+            tps, cached = asyncio.run(multi_turn_tps(engine, args.batch, args.turns, vocab, seed=2))
+        finally:
+            asyncio.run(engine.close())
+        out[f"{name}_tok_s"], out[f"{name}_cached_prompt_tokens"] = tps, cached
+    return out
 
 
 def start_server(model_dir: Path, threads: int, max_batch: int) -> tuple[subprocess.Popen, str]:
@@ -147,6 +183,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--turns", type=int, default=4, help="turns per multi-turn episode")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the best of each is reported")
     parser.add_argument("--hf-forward", action="store_true", help="run the in-process engine on HF's forward (A/B of the lean path)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -174,7 +211,14 @@ def main() -> None:
         proc.terminate()
         proc.wait(timeout=30)
         asyncio.run(engine.close())
+    multi = [multi_turn_round(model_dir, args, vocab) for _ in range(args.rounds)]
+    best_on, best_off = max(r["prefix_cache_tok_s"] for r in multi), max(r["no_prefix_cache_tok_s"] for r in multi)
     report: dict[str, object] = {"model": str(model_dir), "params": sum(p.numel() for p in engine.runner.model.parameters()), **summarise(rounds)}
+    report["multi_turn"] = {
+        "episodes": args.batch, "turns": args.turns, "prompt_tokens": 256, "reply_tokens": 32, "observation_tokens": 48,
+        "prefix_cache_tok_s": best_on, "no_prefix_cache_tok_s": best_off, "speedup": best_on / best_off,
+        "cached_prompt_tokens": multi[0]["prefix_cache_cached_prompt_tokens"], "rounds": multi,
+    }
     report["machine"] = {
         "platform": platform.platform(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
         "torch_threads": args.threads, "load_avg_1m": os.getloadavg()[0], "device": "cpu",

@@ -33,6 +33,7 @@ class EngineConfig(StrictModel):
     max_retries: int = Field(3, ge=0, description="SGLang backend: retries with backoff on connection errors and 5xx.")
     weights_dir: str | None = Field(None, description="SGLang backend: directory both trainer and servers can read, where synced weights are written (default: <run_dir>/weights).")
     seed: int = Field(0, description="Seed of the embedded engine's sampler.")
+    prefix_cache_tokens: int = Field(16384, ge=0, description="Embedded engine: most tokens of finished (or aborted) requests whose keys/values are kept, so a prompt extending one (the next turn, a resumed partial rollout) prefills only its new tokens; 0 disables. Memory: tokens x layers x 2 x kv_heads x head_dim x dtype bytes. Flushed at every weight update.")
     max_prefill_tokens: int = Field(8192, ge=16, description="Embedded engine: most (padded) prompt tokens prefilled in one forward pass when requests join the batch.")
     weight_sync: Literal["disk", "tensor"] = Field("disk", description="SGLang backend, state-dict updates: disk = safetensors in weights_dir + /update_weights_from_disk; tensor = /update_weights_from_tensor (torch IPC handles: same host only, colocated).")
     allow_truncated_sampling: bool = Field(False, description="SGLang backend: allow top_p < 1 / top_k > 0 requests, whose returned logprobs are not the behaviour logprobs (fine for eval, biased for training).")

@@ -48,6 +48,7 @@ class EmbeddedEngine:
             max_prefill_tokens=self.config.max_prefill_tokens,
             seed=self.config.seed,
             weight_update=self.config.weight_update,
+            prefix_cache_tokens=self.config.prefix_cache_tokens,
         )
         self._closed = False
 
@@ -132,6 +133,10 @@ class EmbeddedEngine:
         except (EngineError, asyncio.TimeoutError):
             return False
         return result.finish_reason == "length"
+
+    def flush_cache(self) -> None:
+        """Drop the prefix cache (SGLang's /flush_cache); later prompts prefill in full."""
+        self.scheduler.prefix_cache.clear()
 
     def load(self) -> dict[str, int]:
         """Running and waiting request counts."""

@@ -172,6 +172,7 @@ async def _flush_cache(request: web.Request) -> web.Response:
     engine = request.app[ENGINE_KEY]
     if engine.active_request_ids():
         return web.Response(status=400, text="Cache not flushed: requests are running.")
+    engine.flush_cache()
     return web.Response(status=200, text="Cache flushed.\n")
 
 

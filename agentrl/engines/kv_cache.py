@@ -72,6 +72,30 @@ class SlotKVCache:
         self._lo = self._write = self.end - padded
         return first, padded
 
+    def begin_extend(self, prefix_kv: list[tuple[torch.Tensor, torch.Tensor]], suffix_len: int) -> int:
+        """Append one row whose first tokens' keys/values are given (``[kv_heads, P, head_dim]`` per layer)
+        and open a window that writes its ``suffix_len`` new tokens after them; returns the prefix length P."""
+        prefix = prefix_kv[0][0].shape[1]
+        row = self.num_rows
+        self._ensure(row + 1, prefix + suffix_len, 0)
+        start = self.end - suffix_len - prefix
+        for layer, (keys, values) in enumerate(prefix_kv):
+            if self.keys[layer] is None:
+                self._allocate_layer(layer, keys[None], values[None])
+            self.keys[layer][row, :, start : start + prefix] = keys
+            self.values[layer][row, :, start : start + prefix] = values
+        self.lengths.append(prefix + suffix_len)
+        self._decode_mask_cols = None
+        self._rows = (row, row + 1)
+        self._lo = start
+        self._write = self.end - suffix_len
+        return prefix
+
+    def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Copies of ``row``'s cached keys/values, ``[kv_heads, length, head_dim]`` per layer."""
+        lo = self.end - self.lengths[row]
+        return [(k[row, :, lo : self.end].clone(), v[row, :, lo : self.end].clone()) for k, v in zip(self.keys, self.values) if k is not None]
+
     def begin_decode(self) -> int:
         """Open a one-token window over all rows; returns ``lo``, the window's first column."""
         self._ensure(self.num_rows, max(self.lengths), 1)
@@ -129,6 +153,13 @@ class SlotKVCache:
         # padding queries see only themselves, so no softmax row is empty (an empty row gives NaN)
         valid = (causal[None] & key_ok[:, None, :]) | torch.eye(padded, dtype=torch.bool, device=device)[None]
         return _additive(valid, dtype)[:, None]
+
+    @staticmethod
+    def extend_mask(prefix: int, suffix: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """Additive mask ``[1, 1, suffix, prefix + suffix]``: every prefix token, then causal over the suffix."""
+        cols = torch.arange(prefix + suffix, device=device)
+        rows = torch.arange(suffix, device=device)
+        return _additive(cols[None, :] <= prefix + rows[:, None], dtype)[None, None]
 
     # --- storage ---------------------------------------------------------------------------------
     def _allocate_layer(self, layer_idx: int, key_states: torch.Tensor, value_states: torch.Tensor) -> None:

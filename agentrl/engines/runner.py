@@ -53,6 +53,21 @@ class ModelRunner:
         return self._forward(ids, positions, mask)
 
     @torch.inference_mode()
+    def extend(self, prefix_kv: list[tuple[torch.Tensor, torch.Tensor]], suffix: list[int]) -> torch.Tensor:
+        """Add one cache row that starts with cached keys/values and prefill only ``suffix`` after them;
+        returns the next-token logits ``[1, vocab]``."""
+        prefix = self.cache.begin_extend(prefix_kv, len(suffix))
+        ids = torch.tensor([suffix], dtype=torch.long)
+        positions = torch.arange(prefix, prefix + len(suffix))[None]
+        mask = self.cache.extend_mask(prefix, len(suffix), self.dtype, self.device)
+        return self._forward(ids, positions, mask)
+
+    @torch.inference_mode()
+    def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Copies of ``row``'s cached keys/values (for the prefix cache)."""
+        return self.cache.row_kv(row)
+
+    @torch.inference_mode()
     def decode(self, last_tokens: list[int]) -> torch.Tensor:
         """Feed each row its last sampled token; returns the next-token logits ``[rows, vocab]``."""
         positions = torch.tensor(self.cache.lengths, dtype=torch.long, device=self.device)

@@ -17,6 +17,7 @@ from typing import Literal
 import torch
 
 from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
+from agentrl.engines.prefix_cache import PrefixCache
 from agentrl.engines.runner import ModelRunner
 from agentrl.engines.sampling import RowSampling, SamplingPlan, sample_tokens
 from agentrl.engines.weights import copy_state_dict
@@ -41,6 +42,7 @@ class Request:
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    cached_tokens: int = 0  # prompt tokens whose keys/values came from the prefix cache
     aborted: bool = False
     row: RowSampling = field(init=False)  # built once: the decode loop reads it every step
 
@@ -58,8 +60,9 @@ class _WeightUpdate:
 class Scheduler:
     """Owns the ModelRunner; every public method is safe to call from any thread."""
 
-    def __init__(self, runner: ModelRunner, tokenizer: object, *, max_batch: int, max_prefill_tokens: int, seed: int, weight_update: Literal["finish_old", "abort"]) -> None:
+    def __init__(self, runner: ModelRunner, tokenizer: object, *, max_batch: int, max_prefill_tokens: int, seed: int, weight_update: Literal["finish_old", "abort"], prefix_cache_tokens: int = 0) -> None:
         self.runner = runner
+        self.prefix_cache = PrefixCache(prefix_cache_tokens)
         self.tokenizer = tokenizer
         self.max_batch = max_batch
         self.max_prefill_tokens = max_prefill_tokens
@@ -171,7 +174,7 @@ class Scheduler:
     def _reap_aborted(self) -> None:
         for row in reversed(range(len(self._running))):
             if self._running[row].aborted:
-                req = self._remove_row(row)
+                req = self._remove_row(row, keep_prefix=True)  # a resumed partial rollout extends it
                 self._finish(req, "abort", message=RUNNING_ABORT_MESSAGE)
 
     def _apply_update(self) -> None:
@@ -179,18 +182,34 @@ class Scheduler:
             update, self._update = self._update, None
         try:
             copy_state_dict(self.runner.model, update.state_dict)
+            self.prefix_cache.clear()  # keys/values of the old weights are not the new policy's
             self.version = update.version
             update.done.set_result(None)
         except Exception as exc:  # reported to the caller of update_weights
             update.done.set_exception(exc)
 
     def _prefill(self, admit: list[Request]) -> None:
-        logits = self.runner.prefill([r.input_ids for r in admit])
+        """Prefill new requests: one batched pass for those without a cached prefix, one each for the rest."""
+        fresh: list[Request] = []
+        extended: list[tuple[Request, list]] = []
+        for req in admit:
+            entry = self.prefix_cache.take(req.input_ids) if self.prefix_cache.enabled else None
+            if entry is None:
+                fresh.append(req)
+            else:
+                req.cached_tokens = len(entry.tokens)
+                extended.append((req, entry.kv))
+        if fresh:
+            self._admit(fresh, self.runner.prefill([r.input_ids for r in fresh]))
+        for req, kv in extended:
+            self._admit([req], self.runner.extend(kv, req.input_ids[req.cached_tokens :]))
+
+    def _admit(self, reqs: list[Request], logits: torch.Tensor) -> None:
         self.prefills += 1
-        self._running.extend(admit)
+        self._running.extend(reqs)
         self._plan = None
-        first = len(self._running) - len(admit)
-        self._sample_and_check(logits, first, admit, SamplingPlan([r.row for r in admit], logits.device))
+        first = len(self._running) - len(reqs)
+        self._sample_and_check(logits, first, reqs, SamplingPlan([r.row for r in reqs], logits.device))
 
     def _decode(self) -> None:
         logits = self.runner.decode([r.output_ids[-1] for r in self._running])
@@ -210,7 +229,7 @@ class Scheduler:
             if reason is not None:
                 finished.append((first_row + i, reason, matched))
         for row, reason, matched in sorted(finished, reverse=True):
-            req = self._remove_row(row)
+            req = self._remove_row(row, keep_prefix=True)
             self._finish(req, reason, matched=matched)
 
     def _check_finished(self, req: Request, tok: int) -> tuple[FinishReason | None, int | str | None]:
@@ -227,8 +246,11 @@ class Scheduler:
                     return "stop", stop
         return None, None
 
-    def _remove_row(self, row: int) -> Request:
+    def _remove_row(self, row: int, *, keep_prefix: bool = False) -> Request:
         req = self._running[row]
+        if keep_prefix and self.prefix_cache.enabled:
+            # the row holds every token but the last sampled one, which was never fed to the model
+            self.prefix_cache.put(req.input_ids + req.output_ids[:-1], self.runner.row_kv(row))
         self.runner.remove_row(row)
         self._running[row] = self._running[-1]  # mirror the cache's last-row move
         self._running.pop()
@@ -271,7 +293,7 @@ class Scheduler:
             finish_reason=reason,
             version_spans=spans_from_versions(req.versions, self.version),
             prompt_tokens=len(req.input_ids),
-            cached_tokens=0,
+            cached_tokens=req.cached_tokens,
             matched_stop=matched,
             extra=extra,
         )

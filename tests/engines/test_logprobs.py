@@ -1,7 +1,7 @@
 """Engine logprobs = log_softmax(logits.float() / T) of a separate full forward pass (<= 1e-4, fp32).
 
 Checked in process and over HTTP, with concurrent requests of different lengths sharing the batch, and
-for a sequence aborted mid-way and resumed from ``input_ids + partial``.
+for a sequence aborted mid-way and resumed from ``input_ids + partial`` (through the prefix cache).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_greedy_logprobs_are_untempered(engine: Any, reference_model: torch.nn.M
 
 
 def test_resume_after_abort_matches_uninterrupted_forward(engine: Any, reference_model: torch.nn.Module) -> None:
-    prompt, temperature, cap = [11, 12, 13, 14], 0.7, 2000
+    prompt, temperature, cap = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20], 0.7, 2000
     rid = new_request_id()
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
@@ -66,6 +66,8 @@ def test_resume_after_abort_matches_uninterrupted_forward(engine: Any, reference
     partial, resumed = run_async(engine, body)
     assert partial.finish_reason == "abort" and 0 < len(partial.output_ids) < cap
     assert resumed.prompt_tokens == len(prompt) + len(partial.output_ids)
+    # the aborted row's keys/values were kept: only the last partial token is prefilled again
+    assert resumed.cached_tokens == resumed.prompt_tokens - 1
     assert len(resumed.output_ids) == min(30, 2048 - resumed.prompt_tokens)
     output = partial.output_ids + resumed.output_ids
     ref = reference_logprobs(reference_model, prompt, output, temperature)
