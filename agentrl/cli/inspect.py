@@ -28,7 +28,8 @@ def register(subparsers: Any) -> None:
 
 def load_episodes(source: str | Path, *, step: int | None = None, state: str | None = None) -> list[tuple[str, Episode]]:
     """``(label, episode)`` pairs from a run directory, buffer file or JSONL file."""
-    from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer  # lazy: `agentrl --help` stays fast
+    from agentrl.rollout.archive import TrajectoryArchive  # lazy: `agentrl --help` stays fast
+    from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
 
     path = Path(source)
     if path.is_dir():
@@ -43,6 +44,9 @@ def load_episodes(source: str | Path, *, step: int | None = None, state: str | N
         groups = buffer.load_groups(("inflight", "ready", "handed", "trained", "dropped"))
     finally:
         buffer.close()
+    archived = TrajectoryArchive(path.parent).load_groups()  # trained/dropped groups of finished steps
+    in_buffer = {g.group_id for g in groups}
+    groups = [g for g in archived if g.group_id not in in_buffer] + groups
     if step is not None:
         groups = [g for g in groups if g.step == step and g.state in ("handed", "trained")]
     if state is not None:

@@ -1,8 +1,9 @@
 """The durable rollout buffer: a SQLite file (WAL) in the run directory.
 
 It holds in-flight groups (with their partial episodes), complete-but-untrained groups, groups
-handed to a trainer step, dropped groups, the dataset cursor and the fingerprints of the model
-and tokenizer. Invariant: everything a step boundary changes is written in ONE transaction, so a
+handed to a trainer step, the dataset cursor and the fingerprints of the model and tokenizer.
+Trained and dropped groups stay until the trainer moves them to the trajectory archive
+(``archive.py``), so the buffer, and each checkpoint's copy of it, does not grow with the run. Invariant: everything a step boundary changes is written in ONE transaction, so a
 job killed at any moment resumes from the last boundary with nothing lost and nothing doubled.
 """
 
@@ -146,6 +147,21 @@ class RolloutBuffer:
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(exc) from exc
         return cur.rowcount
+
+    def delete_groups(self, group_ids: Sequence[str]) -> None:
+        """Remove these groups and their episodes (one transaction): the archive holds them now."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for gid in group_ids:
+                    self._conn.execute("DELETE FROM episodes WHERE group_id = ?", (gid,))
+                    self._conn.execute("DELETE FROM groups WHERE group_id = ?", (gid,))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(exc) from exc
 
     def load_groups(self, states: Iterable[GroupState] = ("inflight", "ready", "handed")) -> list[StoredGroup]:
         """Groups in the given states with their episodes, oldest first (handed before ready)."""

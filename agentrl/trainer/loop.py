@@ -20,6 +20,7 @@ import torch
 from agentrl.config.run import RunConfig
 from agentrl.engines.factory import make_engine
 from agentrl.errors import CheckpointError, ConfigError
+from agentrl.rollout.archive import TrajectoryArchive
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.checkpoint import BUFFER_FILE, latest_checkpoint, load_training_state, restore_buffer, save_checkpoint, set_rng_state
 from agentrl.trainer.distributed import DistInfo, decoder_layers_of, full_state_dict, init_distributed, shard_policy
@@ -182,6 +183,8 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
                                     weights_root=_weights_root(cfg, s.run_dir), dist=s.dist)
         if s.dist.is_main:
             s.orchestrator.commit_step(step)
+            if s.orchestrator.buffer is not None:  # trained groups leave the buffer (and later checkpoints)
+                TrajectoryArchive(s.run_dir).archive(s.orchestrator.buffer, step)
         if step % cfg.trainer.save_every == 0 or step == total or exhausted:
             _save(s, step)
         wall = time.perf_counter() - started

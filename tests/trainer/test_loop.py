@@ -17,6 +17,8 @@ import yaml
 
 from agentrl.config.loader import load_config
 from agentrl.errors import CheckpointError, ConfigError
+from agentrl.rollout.archive import TrajectoryArchive
+from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,6 +59,15 @@ def test_reward_rises_on_magic_word(tiny_model_dir: Path, tmp_path: Path) -> Non
     assert (run_dir / "checkpoints" / "step_000016" / "model" / "model.safetensors").exists()
 
 
+def _trained_tokens(run_dir: Path) -> dict[int, list[tuple[int, ...]]]:
+    """Per step, the sorted completion token ids of every trained episode in the trajectory archive."""
+    by_step: dict[int, list[tuple[int, ...]]] = {}
+    for group in TrajectoryArchive(run_dir).load_groups():
+        if group.state == "trained":
+            by_step.setdefault(group.step, []).extend(tuple(t for seg in e.segments for t in seg.completion_ids) for e in group.episodes)
+    return {step: sorted(tokens) for step, tokens in by_step.items()}
+
+
 def _comparable(record: dict[str, Any]) -> dict[str, float]:
     timing = ("time_s", "wall_s", "tokens_per_s", "perf/")
     return {k: v for k, v in record.items() if not any(t in k for t in timing)}
@@ -84,6 +95,12 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(tiny_model_dir: Path,
     train(load_config(cfg_path, ["logging.run_name=killed"]), config_name="run", resume=killed)
     a, b = _records(straight), _records(killed)
     assert [r["step"] for r in b] == [1, 2, 3, 4, 5]
+    # every trained episode is in the trajectory archive once, the same tokens as without the kill,
+    # and none is left in the buffer (which each checkpoint copies)
+    assert _trained_tokens(killed) == _trained_tokens(straight) and set(_trained_tokens(straight)) == {1, 2, 3, 4, 5}
+    buffer = RolloutBuffer(killed / BUFFER_FILE)
+    assert "trained" not in buffer.counts()
+    buffer.close()
     for ra, rb in zip(a, b):
         ca, cb = _comparable(ra), _comparable(rb)
         assert ca.keys() == cb.keys()
