@@ -148,7 +148,9 @@ def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, A
 
 
 def _transport(cfg: RunConfig) -> str:
-    return "state_dict" if cfg.engine.kind == "embedded" else "disk"
+    """state_dict: the in-process engine, or SGLang servers taking tensors (engine.weight_sync: tensor,
+    colocated); disk: safetensors in the weights directory the servers load."""
+    return "state_dict" if cfg.engine.kind == "embedded" or cfg.engine.weight_sync == "tensor" else "disk"
 
 
 def _weights_root(cfg: RunConfig, run_dir: Path) -> Path:

@@ -2,7 +2,8 @@
 
 Invariant: after ``sync_weights(..., version=step)`` the engine samples from the trainer's weights
 and its ``weight_version`` equals the trainer step. Embedded engines get an in-process state dict;
-SGLang servers get a safetensors directory (``/update_weights_from_disk``) both sides can read.
+SGLang servers get a safetensors directory (``/update_weights_from_disk``) both sides can read, or,
+colocated (``engine.weight_sync: tensor``), the tensors themselves (``/update_weights_from_tensor``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ async def sync_weights(engine: InferenceEngine | None, lm: nn.Module, version: i
                        weights_root: Path, dist: DistInfo = DistInfo()) -> float:
     """Push the LM's weights to ``engine`` as ``version``; returns the seconds it took.
 
-    ``transport`` is ``state_dict`` (in-process engine on every rank) or ``disk`` (rank 0 writes
+    ``transport`` is ``state_dict`` (the in-process engine, or colocated SGLang servers that take the
+    tensors through /update_weights_from_tensor; rank 0 holds the engine) or ``disk`` (rank 0 writes
     safetensors and tells the shared servers to load them).
     """
     start = time.perf_counter()

@@ -108,3 +108,42 @@ def test_engine_without_logprobs_is_a_config_error(bad: str) -> None:
     with pytest.raises(ConfigError, match="returns no logprobs; set algorithm.old_logprobs: recompute"):
         check_engine_logprobs(LogprobSemantics(bad), cfg)
     check_engine_logprobs(LogprobSemantics(bad), cfg.model_copy(update={"algorithm": AlgorithmConfig(old_logprobs="recompute")}))
+
+
+@pytest.mark.parametrize("weight_sync", ["tensor", "disk"])
+def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tmp_path: Path, weight_sync: str) -> None:
+    """engine.weight_sync decides the route: the served engine's logprobs are the trainer's after sync."""
+    import sys
+
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.config.loader import build_config
+    from agentrl.engines.sglang_http import SGLangEngine
+    from agentrl.trainer.loop import _transport
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))
+    from engine_harness import ServedEngine, build_embedded
+
+    cfg = build_config({"model": {"path": str(tiny_model_dir)}, "engine": {"kind": "sglang", "urls": ["http://127.0.0.1:1"], "weight_sync": weight_sync, "weights_dir": str(tmp_path)}, "env": {"id": "agentrl/MagicWord-v0"}}, check_env=False)
+    transport = _transport(cfg)
+    assert transport == {"tensor": "state_dict", "disk": "disk"}[weight_sync]
+    inner = build_embedded(tiny_model_dir)
+    lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        lm.lm_head.weight.mul_(1.5)
+
+    async def scenario(url: str) -> None:
+        client = SGLangEngine(cfg.engine.model_copy(update={"urls": [url], "max_retries": 0}))
+        try:
+            await sync_weights(client, lm, 2, transport=transport, weights_root=tmp_path)
+            res = await client.generate([5, 6, 7], SamplingParams(max_new_tokens=6))
+            assert {s.version for s in res.version_spans} == {2}
+            assert torch.allclose(torch.tensor(res.logprobs), _trainer_logprobs(lm, [5, 6, 7], res.output_ids), atol=1e-4)
+        finally:
+            await client.close()
+
+    with ServedEngine(inner) as served:
+        asyncio.run(scenario(served.url))
+    asyncio.run(inner.close())
+    assert inner.weight_version == 2
+    assert any(tmp_path.glob("v*/model.safetensors")) == (weight_sync == "disk")
