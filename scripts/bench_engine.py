@@ -49,8 +49,13 @@ def hf_generate_tps(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: i
 
 
 async def engine_tps(engine: object, prompts: list[list[int]], params: list[SamplingParams], static_batch: int | None = None) -> float:
-    """Tokens/s for all requests at once (continuous) or in static chunks that wait for their slowest."""
-    await engine.generate(prompts[0][:4], SamplingParams(max_new_tokens=4, ignore_eos=True))  # warm-up
+    """Tokens/s for all requests at once (continuous) or in static chunks that wait for their slowest.
+
+    The warm-up sends as many concurrent requests as the run will, so an HTTP client has its keep-alive
+    connections open (as in a training run, where one client serves thousands of requests).
+    """
+    warm = SamplingParams(max_new_tokens=2, ignore_eos=True)
+    await asyncio.gather(*(engine.generate(p[:4], warm) for p in prompts[: static_batch or len(prompts)]))
     scheduler = getattr(engine, "scheduler", None)
     before = (scheduler.prefills, scheduler.steps) if scheduler else (0, 0)
     started, cpu_started = time.perf_counter(), time.process_time()
