@@ -165,3 +165,28 @@ def test_in_place_update_between_decode_steps_reaches_every_weight() -> None:
     lean_logits, hf_logits, old_logits = (runner.decode([7]) for runner in runners)
     assert (lean_logits - hf_logits).abs().max().item() <= TOL
     assert (lean_logits - old_logits).abs().max().item() > 1e-3  # the update changed what the step computes
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "hf"])
+def test_extend_from_kept_keys_values_matches_a_full_prefill(lean: bool) -> None:
+    """A row's keys/values, copied out and extended by new tokens later (the prefix cache's path), give
+    the logits of prefilling the whole sequence, next to other rows of different lengths."""
+    model = _model("qwen3")
+    runner = ModelRunner(model, max_seq_len=128, lean=lean)
+    history = [3, 1, 4, 1, 5, 9, 2, 6]
+    runner.prefill([history, [7, 7, 7]])
+    for token in (8, 9):  # row 0 decodes two tokens next to a shorter row
+        runner.decode([token, 5])
+        history.append(token)
+    kept = runner.row_kv(0)  # holds every fed token: the prompt and both decoded ones
+    runner.remove_row(0)
+    runner.decode([6])  # the other row goes on, so the columns shift before the extension
+    suffix = [11, 12, 13, 14]
+    got = runner.extend(kept, suffix)
+    expected = ModelRunner(model, max_seq_len=128, lean=lean).prefill([history + suffix])
+    assert kept[0][0].shape[1] == len(history)
+    assert (got - expected).abs().max().item() <= TOL
+    after = runner.decode([6, 15])  # and both rows decode on together
+    with torch.no_grad():
+        reference = model(torch.tensor([history + suffix + [15]])).logits[0, -1]
+    assert (after[1] - reference).abs().max().item() <= TOL
