@@ -4,13 +4,48 @@ Rows are request slots kept compact in ``[0, num_rows)``. Every row is right-ali
 write column ``end``: row r holds its ``lengths[r]`` cached tokens in columns ``[end - lengths[r], end)``.
 A forward pass writes its new keys/values at ``[write, write + n)`` and attends over ``[lo, write + n)``
 under an explicit 4D additive mask, so rows of different lengths share one forward pass.
+
+Two ways to drive it: the transformers-Cache surface (``begin_prefill`` / ``begin_decode`` /
+``begin_extend``, then ``update`` per layer: what an HF forward calls), and mixed steps for the lean
+forward (``begin_step`` / ``write_step`` / ``end_step``): one pass that decodes every running row and
+admits new rows, each new row either a whole prompt or the tail of a prompt whose head's keys/values
+come from the prefix cache, with the new tokens packed flat (no padding in the matmuls).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from agentrl.errors import EngineError
+
+PrefixKV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values ``[kv_heads, tokens, head_dim]``
+
+
+@dataclass
+class StepLayout:
+    """Where one mixed step's tokens sit: ``decode_rows`` running rows (one token each, flat rows
+    ``[0, R)``), then the new rows' tokens packed flat, row after row.
+
+    New rows attend through a padded view ``[new_rows, max_new, ...]``: ``pad_index`` maps each flat
+    new token to its slot in that view, ``logit_index`` picks the flat tokens whose logits are wanted
+    (every decode token, each new row's last token).
+    """
+
+    decode_rows: int
+    new_rows: int
+    advance: int  # 1 when the running rows decode (``end`` moves on), else 0
+    positions: torch.Tensor  # [tokens] rope positions
+    logit_index: torch.Tensor | None  # [decode_rows + new_rows]; None when every token's logits are wanted
+    decode_lo: int = 0  # first column of the decode window
+    decode_mask: torch.Tensor | None = None  # [R, 1, 1, cols] or None (rows level)
+    new_lo: int = 0  # first column of the new rows' window
+    new_max: int = 0  # longest new token run (the padded view's length)
+    new_mask: torch.Tensor | None = None  # [k, 1, new_max, cols]
+    pad_index: torch.Tensor | None = None  # [new tokens] slot of each in the padded view
+    new_rows_index: torch.Tensor | None = None  # [new tokens] cache row of each
+    new_cols_index: torch.Tensor | None = None  # [new tokens] cache column of each
 
 
 class SlotKVCache:
@@ -90,6 +125,102 @@ class SlotKVCache:
         self._lo = start
         self._write = self.end - suffix_len
         return prefix
+
+    def begin_step(self, decode_rows: int, new_rows: list[tuple[PrefixKV | None, int]], dtype: torch.dtype, device: torch.device) -> StepLayout:
+        """Lay out one mixed step: every running row decodes one token (``decode_rows`` is 0 or all of
+        them) and each new row, given as (kept prefix keys/values or None, count of new tokens), is
+        appended right-aligned with the rest; prefixes are copied in now."""
+        if decode_rows not in (0, self.num_rows):
+            raise EngineError(f"a step decodes all {self.num_rows} running rows or none, not {decode_rows}")
+        advance = 1 if decode_rows else 0
+        totals = [(0 if kv is None else kv[0][0].shape[1]) + n for kv, n in new_rows]
+        longest = max(self.lengths) if decode_rows else 0
+        self._ensure(self.num_rows + len(new_rows), max(longest, max(totals, default=0) - advance), advance)
+        last_col = self.end - 1 + advance  # the column every row's newest token is written to
+        if not new_rows:  # the common step: decode only, nothing else to lay out
+            lo = self.end - longest
+            return StepLayout(decode_rows, 0, 1, torch.tensor(self.lengths, device=device), None, decode_lo=lo, decode_mask=self.decode_mask(lo, dtype, device))
+        positions = list(self.lengths) if decode_rows else []
+        layout_kwargs: dict[str, object] = {}
+        if decode_rows:
+            lo = self.end - longest
+            layout_kwargs.update(decode_lo=lo, decode_mask=self.decode_mask(lo, dtype, device))
+        logit_index = list(range(decode_rows))
+        if new_rows:
+            first_row = self.num_rows
+            new_max = max(n for _, n in new_rows)
+            rows_index, cols_index, pad_index, flat = [], [], [], decode_rows
+            for i, ((kv, n), total) in enumerate(zip(new_rows, totals)):
+                row, start = first_row + i, last_col + 1 - total
+                if kv is not None:
+                    self._copy_prefix(row, start, kv)
+                prefix = total - n
+                positions.extend(range(prefix, total))
+                rows_index.extend([row] * n)
+                cols_index.extend(range(last_col + 1 - n, last_col + 1))
+                pad_index.extend(range(i * new_max, i * new_max + n))
+                flat += n
+                logit_index.append(flat - 1)
+            new_lo = last_col + 1 - max(totals)
+            layout_kwargs.update(
+                new_lo=new_lo, new_max=new_max,
+                new_mask=self._new_rows_mask(totals, [n for _, n in new_rows], new_max, last_col + 1 - new_lo, dtype, device),
+                pad_index=torch.tensor(pad_index, device=device),
+                new_rows_index=torch.tensor(rows_index, device=device),
+                new_cols_index=torch.tensor(cols_index, device=device),
+            )
+            self.lengths.extend(t - advance for t in totals)  # end_step adds the advance to every row
+            self._decode_mask_cols = None
+        return StepLayout(decode_rows, len(new_rows), advance, torch.tensor(positions, device=device),
+                          torch.tensor(logit_index, device=device), **layout_kwargs)
+
+    def write_step(self, layer: int, layout: StepLayout, keys: torch.Tensor, values: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Store the step's flat keys/values ``[tokens, kv_heads, head_dim]``; return the decode window
+        ``[R, kv_heads, cols, head_dim]`` and the new rows' window (None for an absent part)."""
+        if self.keys[layer] is None:
+            self._allocate_layer(layer, keys[:1, :, None], values[:1, :, None])
+        k_buf, v_buf = self.keys[layer], self.values[layer]
+        r, col = layout.decode_rows, self.end - 1 + layout.advance
+        decode = new = None
+        if r:
+            k_buf[:r, :, col] = keys if not layout.new_rows else keys[:r]
+            v_buf[:r, :, col] = values if not layout.new_rows else values[:r]
+            decode = (k_buf[:r, :, layout.decode_lo : col + 1], v_buf[:r, :, layout.decode_lo : col + 1])
+        if layout.new_rows:
+            k_buf[layout.new_rows_index, :, layout.new_cols_index] = keys[r:]
+            v_buf[layout.new_rows_index, :, layout.new_cols_index] = values[r:]
+            first = self.num_rows - layout.new_rows
+            new = (k_buf[first : self.num_rows, :, layout.new_lo : col + 1], v_buf[first : self.num_rows, :, layout.new_lo : col + 1])
+        return decode, new
+
+    def end_step(self, layout: StepLayout) -> None:
+        """Commit the step: with an advance, ``end`` and every row's length move on by one."""
+        if layout.advance:
+            self.end += 1
+            self.lengths = [n + 1 for n in self.lengths]
+
+    def _copy_prefix(self, row: int, start: int, kv: PrefixKV) -> None:
+        length = kv[0][0].shape[1]
+        for layer, (keys, values) in enumerate(kv):
+            if self.keys[layer] is None:
+                self._allocate_layer(layer, keys[None], values[None])
+            self.keys[layer][row, :, start : start + length] = keys
+            self.values[layer][row, :, start : start + length] = values
+
+    @staticmethod
+    def _new_rows_mask(totals: list[int], news: list[int], new_max: int, width: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """``[k, 1, new_max, width]``: new token j of row i sees the row's prefix and its own tokens up to j;
+        padding slots (j >= the row's count) see the row's first column only (no empty softmax row)."""
+        totals_k1 = torch.tensor(totals, device=device)[:, None]
+        news_k1 = torch.tensor(news, device=device)[:, None]
+        cols = torch.arange(width, device=device)
+        j = torch.arange(new_max, device=device)[None, :]
+        first_k1 = width - totals_k1  # the row's first column inside the window
+        own_kj = width - news_k1 + j  # column of new token j of the row
+        valid = (cols[None, None, :] >= first_k1[:, :, None]) & (cols[None, None, :] <= own_kj[:, :, None])
+        padding = (j >= news_k1)[:, :, None] & (cols[None, None, :] == first_k1[:, :, None])
+        valid = torch.where((j < news_k1)[:, :, None], valid, padding)
+        return _additive(valid, dtype)[:, None]
 
     def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Copies of ``row``'s cached keys/values, ``[kv_heads, length, head_dim]`` per layer."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from agentrl.engines.kv_cache import SlotKVCache
+from agentrl.engines.kv_cache import SlotKVCache, StepLayout
 from agentrl.errors import EngineError
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
@@ -49,12 +49,10 @@ def lean_support(model: torch.nn.Module) -> str | None:
 
 
 class LeanForward:
-    """Prefill and decode for a supported HF model; writes keys/values through ``SlotKVCache.update``.
+    """Mixed prefill/decode steps for a supported HF model over a ``SlotKVCache`` (``step``).
 
-    Inputs follow the runner's conventions: ``ids``/``positions`` ``[B, L]`` (prefill left-padded,
-    decode L=1) and an additive mask ``[B, 1, L, S]`` (decode: None when no row needs masking); returns
-    the last position's logits ``[B, vocab]``. Decode runs a flat 2-D path with the residual adds fused
-    into the output matmuls: at small batch every op's dispatch cost is what a step costs.
+    Tokens run flat (``[tokens, hidden]``) with the residual adds fused into the output matmuls: at
+    small batch every op's dispatch cost is what a step costs, so a decode step is ~20 ops a layer.
     """
 
     def __init__(self, model: torch.nn.Module, *, max_seq_len: int) -> None:
@@ -102,61 +100,46 @@ class LeanForward:
         sin_signed = torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1)
         return cos[0].contiguous(), sin_signed.contiguous()
 
-    def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache: SlotKVCache) -> torch.Tensor:
-        """Run every decoder layer over ``ids`` and return the last position's logits ``[B, vocab]``."""
-        if ids.shape[1] == 1:
-            return self.decode(ids[:, 0], positions[:, 0], mask, cache)
-        self.refresh()
-        b, n = positions.shape
-        flat = positions.reshape(-1)  # index_select: cheaper than advanced indexing for a row gather
-        cos_bl1d = self._cos.index_select(0, flat).view(b, n, 1, self.head_dim)
-        sin_bl1d = self._sin_signed.index_select(0, flat).view(b, n, 1, self.head_dim)
-        x_bld = F.embedding(ids, self._embed)
-        for i, lw in enumerate(self._layers):
-            x_bld = x_bld + self._attention(lw, _rms(x_bld, lw.in_norm, lw.in_eps), (cos_bl1d, sin_bl1d), mask, cache, i)
-            x_bld = x_bld + lw.mlp(_rms(x_bld, lw.post_norm, lw.post_eps))
-        return self._logits(x_bld[:, -1, :])
+    def step(self, ids: torch.Tensor, layout: StepLayout, cache: SlotKVCache) -> torch.Tensor:
+        """Run one mixed step over the flat token ids ``[tokens]`` laid out by ``cache.begin_step``;
+        returns the logits ``[decode_rows + new_rows, vocab]`` (each decode row, then each new row's last token).
 
-    def decode(self, ids_b: torch.Tensor, positions_b: torch.Tensor, mask: torch.Tensor | None, cache: SlotKVCache) -> torch.Tensor:
-        """One token per row: ``ids_b``/``positions_b`` ``[B]``, mask ``[B, 1, 1, S]`` or None."""
-        b = ids_b.shape[0]
+        Every matmul sees all tokens at once; only attention splits: decode rows against their cache
+        window, new rows through a padded view against theirs.
+        """
+        if layout.new_rows:
+            self.refresh()  # rows join rarely: the cheap moment to follow re-pointed parameters
+        t = ids.shape[0]
+        r, k = layout.decode_rows, layout.new_rows
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
         qk_heads = heads + kv_heads
-        cos_b1d = self._cos.index_select(0, positions_b).view(b, 1, dim)
-        sin_b1d = self._sin_signed.index_select(0, positions_b).view(b, 1, dim)
-        x_bd = F.embedding(ids_b, self._embed)
+        cos_t1d = self._cos.index_select(0, layout.positions).view(t, 1, dim)
+        sin_t1d = self._sin_signed.index_select(0, layout.positions).view(t, 1, dim)
+        x_td = F.embedding(ids, self._embed)
         for i, lw in enumerate(self._layers):
-            qkv_bhd = F.linear(_rms(x_bd, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias).view(b, qk_heads + kv_heads, dim)
-            qk_bhd = qkv_bhd[:, :qk_heads]
+            qkv_thd = F.linear(_rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias).view(t, qk_heads + kv_heads, dim)
+            qk_thd = qkv_thd[:, :qk_heads]
             if self.qk_norm:
-                qk_bhd = lw.norm_qk_heads(qk_bhd)
-            qk_bhd = torch.addcmul(qk_bhd * cos_b1d, qk_bhd.roll(dim // 2, dims=-1), sin_b1d)
-            k_win, v_win = cache.update(qk_bhd[:, heads:, None], qkv_bhd[:, qk_heads:, None], i)
-            # fold each KV head's query group into the query axis, so no K/V repeat is needed
-            q = qk_bhd[:, :heads].view(b, kv_heads, self.groups, dim)
-            out_bd = F.scaled_dot_product_attention(q, k_win, v_win, attn_mask=mask, scale=self.scaling).view(b, heads * dim)
-            x_bd = lw.residual_linear(x_bd, out_bd, lw.o_weight, lw.o_bias)
-            gate_up = F.linear(_rms(x_bd, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias)
+                qk_thd = lw.norm_qk_heads(qk_thd)
+            qk_thd = torch.addcmul(qk_thd * cos_t1d, qk_thd.roll(dim // 2, dims=-1), sin_t1d)
+            decode_kv, new_kv = cache.write_step(i, layout, qk_thd[:, heads:], qkv_thd[:, qk_heads:])
+            out_td = decode_out = None
+            if r:  # fold each KV head's query group into the query axis, so no K/V repeat is needed
+                q = (qk_thd if not k else qk_thd[:r])[:, :heads].view(r, kv_heads, self.groups, dim)
+                out_td = decode_out = F.scaled_dot_product_attention(q, *decode_kv, attn_mask=layout.decode_mask, scale=self.scaling).view(r, heads * dim)
+            if k:
+                padded = qk_thd.new_zeros(k * layout.new_max, heads, dim).index_copy_(0, layout.pad_index, qk_thd[r:, :heads])
+                q = padded.view(k, layout.new_max, heads, dim).transpose(1, 2)
+                out = F.scaled_dot_product_attention(q, *new_kv, attn_mask=layout.new_mask, scale=self.scaling, enable_gqa=self.groups > 1)
+                out_td = out.transpose(1, 2).reshape(k * layout.new_max, heads * dim).index_select(0, layout.pad_index)
+                if decode_out is not None:
+                    out_td = torch.cat((decode_out, out_td))
+            x_td = lw.residual_linear(x_td, out_td, lw.o_weight, lw.o_bias)
+            gate_up = F.linear(_rms(x_td, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias)
             gate, up = gate_up.split(lw.intermediate, dim=-1)
-            x_bd = lw.residual_linear(x_bd, lw.act(gate) * up, lw.down_weight, lw.down_bias)
-        return self._logits(x_bd)
-
-    def _logits(self, last_bd: torch.Tensor) -> torch.Tensor:
-        return F.linear(_rms(last_bd, self._final_norm, self._final_eps), self._head_weight, self._head_bias)
-
-    def _attention(self, lw: _LayerWeights, h_bld: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor | None, cache: SlotKVCache, idx: int) -> torch.Tensor:
-        b, n = h_bld.shape[:2]
-        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
-        qkv_blhd = F.linear(h_bld, lw.qkv_weight, lw.qkv_bias).view(b, n, heads + 2 * kv_heads, dim)
-        qk_blhd = qkv_blhd[:, :, : heads + kv_heads]
-        if self.qk_norm:  # Qwen3: RMSNorm over each head's dims before rope (q and k heads in one call)
-            qk_blhd = lw.norm_qk_heads(qk_blhd)
-        qk_blhd = _rope(qk_blhd, *rope)
-        k_bhld = qk_blhd[:, :, heads:].transpose(1, 2)
-        k_bhsd, v_bhsd = cache.update(k_bhld, qkv_blhd[:, :, heads + kv_heads :].transpose(1, 2), idx)
-        q = qk_blhd[:, :, :heads].transpose(1, 2)
-        out = F.scaled_dot_product_attention(q, k_bhsd, v_bhsd, attn_mask=mask, scale=self.scaling, enable_gqa=self.groups > 1)
-        return F.linear(out.transpose(1, 2).reshape(b, n, heads * dim), lw.o_weight, lw.o_bias)
+            x_td = lw.residual_linear(x_td, lw.act(gate) * up, lw.down_weight, lw.down_bias)
+        last_nd = x_td if k == 0 else x_td.index_select(0, layout.logit_index)
+        return F.linear(_rms(last_nd, self._final_norm, self._final_eps), self._head_weight, self._head_bias)
 
 
 class _LayerWeights:
@@ -199,11 +182,6 @@ class _LayerWeights:
         self.down_weight, self.down_bias = mlp.down_proj.weight, mlp.down_proj.bias
         self._q_norm, self._k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
         self._qk_weight_key = ()
-
-    def mlp(self, h: torch.Tensor) -> torch.Tensor:
-        """down(act(gate(h)) * up(h)) with gate and up from one matmul."""
-        gate, up = F.linear(h, self.gate_up_weight, self.gate_up_bias).split(self.intermediate, dim=-1)
-        return F.linear(self.act(gate) * up, self.down_weight, self.down_bias)
 
     @staticmethod
     def residual_linear(x_bd: torch.Tensor, h_bd: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -253,8 +231,3 @@ def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(x.dtype)
-
-
-def _rope(x_blhd: torch.Tensor, cos_bl1d: torch.Tensor, sin_signed_bl1d: torch.Tensor) -> torch.Tensor:
-    """x*cos + rotate_half(x)*sin, with rotate_half as a roll against the sign-folded sin table."""
-    return torch.addcmul(x_blhd * cos_bl1d, x_blhd.roll(x_blhd.shape[-1] // 2, dims=-1), sin_signed_bl1d)

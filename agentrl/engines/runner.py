@@ -1,7 +1,9 @@
-"""Forward passes of the embedded engine: batched prefill and one-token decode over a SlotKVCache.
+"""Forward passes of the embedded engine over a SlotKVCache: mixed steps (decode every running row and
+admit new ones in one pass), and prefill / decode / extend as the special cases of a step.
 
-Row i of every returned logits tensor belongs to cache row i (prefill: to the i-th new prompt). The
-runner holds no request state; the scheduler mirrors ``remove_row`` moves in its own row list.
+A step's logits have one row per running row, then one per new row, in order; new rows are appended
+to the cache in that order. The runner holds no request state; the scheduler mirrors ``remove_row``
+moves in its own row list.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import inspect
 
 import torch
 
-from agentrl.engines.kv_cache import SlotKVCache
+from agentrl.engines.kv_cache import PrefixKV, SlotKVCache
 from agentrl.engines.lean_forward import LeanForward, lean_support
 
 
@@ -40,8 +42,39 @@ class ModelRunner:
         return self.cache.num_rows
 
     @torch.inference_mode()
+    def step(self, last_tokens: list[int], new_rows: list[tuple[PrefixKV | None, list[int]]]) -> torch.Tensor:
+        """Decode ``last_tokens`` (one per running row: all rows, or none) and admit ``new_rows``
+        (kept prefix keys/values or None, then the tokens to prefill); returns the next-token logits
+        ``[len(last_tokens) + len(new_rows), vocab]``. The lean forward does it in one pass; HF's
+        forward in one decode pass, one batched prefill of the fresh rows, one pass per extended row
+        (pass fresh rows before extended ones, so the row order is the same either way)."""
+        if self.lean is not None:
+            layout = self.cache.begin_step(len(last_tokens), [(kv, len(ids)) for kv, ids in new_rows], self.dtype, self.device)
+            flat = [*last_tokens, *(t for _, ids in new_rows for t in ids)]
+            logits = self.lean.step(torch.tensor(flat, dtype=torch.long, device=self.device), layout, self.cache)
+            self.cache.end_step(layout)
+            return logits
+        parts = [self._hf_decode(last_tokens)] if last_tokens else []
+        fresh = [ids for kv, ids in new_rows if kv is None]
+        if fresh:
+            parts.append(self._hf_prefill(fresh))
+        parts.extend(self._hf_extend(kv, ids) for kv, ids in new_rows if kv is not None)
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
     def prefill(self, prompts: list[list[int]]) -> torch.Tensor:
         """Add one cache row per prompt and return the next-token logits ``[k, vocab]``."""
+        return self.step([], [(None, list(p)) for p in prompts])
+
+    def extend(self, prefix_kv: PrefixKV, suffix: list[int]) -> torch.Tensor:
+        """Add one cache row that starts with kept keys/values and prefill only ``suffix`` after them;
+        returns the next-token logits ``[1, vocab]``."""
+        return self.step([], [(prefix_kv, list(suffix))])
+
+    def decode(self, last_tokens: list[int]) -> torch.Tensor:
+        """Feed each row its last sampled token; returns the next-token logits ``[rows, vocab]``."""
+        return self.step(list(last_tokens), [])
+
+    def _hf_prefill(self, prompts: list[list[int]]) -> torch.Tensor:
         lengths = [len(p) for p in prompts]
         _, padded = self.cache.begin_prefill(lengths)
         ids = torch.zeros(len(prompts), padded, dtype=torch.long)
@@ -50,38 +83,29 @@ class ModelRunner:
         pads = padded - torch.tensor(lengths)
         positions = (torch.arange(padded)[None, :] - pads[:, None]).clamp(min=0)
         mask = self.cache.prefill_mask(lengths, padded, self.dtype, self.device)
-        return self._forward(ids, positions, mask)
+        return self._hf_forward(ids, positions, mask)
 
-    @torch.inference_mode()
-    def extend(self, prefix_kv: list[tuple[torch.Tensor, torch.Tensor]], suffix: list[int]) -> torch.Tensor:
-        """Add one cache row that starts with cached keys/values and prefill only ``suffix`` after them;
-        returns the next-token logits ``[1, vocab]``."""
+    def _hf_extend(self, prefix_kv: PrefixKV, suffix: list[int]) -> torch.Tensor:
         prefix = self.cache.begin_extend(prefix_kv, len(suffix))
         ids = torch.tensor([suffix], dtype=torch.long)
         positions = torch.arange(prefix, prefix + len(suffix))[None]
         mask = self.cache.extend_mask(prefix, len(suffix), self.dtype, self.device)
-        return self._forward(ids, positions, mask)
+        return self._hf_forward(ids, positions, mask)
+
+    def _hf_decode(self, last_tokens: list[int]) -> torch.Tensor:
+        positions = torch.tensor(self.cache.lengths, dtype=torch.long)[:, None]
+        lo = self.cache.begin_decode()
+        mask = self.cache.decode_mask(lo, self.dtype, self.device)
+        if mask is None:  # HF's forward gets the explicit mask: it would not know the window
+            mask = torch.zeros(len(last_tokens), 1, 1, self.cache.end + 1 - lo, dtype=self.dtype, device=self.device)
+        logits = self._hf_forward(torch.tensor(last_tokens, dtype=torch.long)[:, None], positions, mask)
+        self.cache.end_decode()
+        return logits
 
     @torch.inference_mode()
     def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Copies of ``row``'s cached keys/values (for the prefix cache)."""
         return self.cache.row_kv(row)
-
-    @torch.inference_mode()
-    def decode(self, last_tokens: list[int]) -> torch.Tensor:
-        """Feed each row its last sampled token; returns the next-token logits ``[rows, vocab]``."""
-        positions = torch.tensor(self.cache.lengths, dtype=torch.long, device=self.device)
-        lo = self.cache.begin_decode()
-        mask = self.cache.decode_mask(lo, self.dtype, self.device)
-        ids = torch.tensor(last_tokens, dtype=torch.long, device=self.device)
-        if self.lean is not None:
-            logits = self.lean.decode(ids, positions, mask, self.cache)
-        else:
-            if mask is None:  # HF's forward gets the explicit mask: it would not know the window
-                mask = torch.zeros(len(last_tokens), 1, 1, self.cache.end + 1 - lo, dtype=self.dtype, device=self.device)
-            logits = self._forward(ids[:, None], positions[:, None], mask)
-        self.cache.end_decode()
-        return logits
 
     @torch.inference_mode()  # the buffers were allocated in inference mode
     def remove_row(self, row: int) -> None:
@@ -92,9 +116,7 @@ class ModelRunner:
         """Drop every row (after a failed forward the cache content is unknown)."""
         self.cache.clear()
 
-    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if self.lean is not None:
-            return self.lean(ids.to(self.device), positions.to(self.device), mask, self.cache)
+    def _hf_forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         kwargs: dict[str, object] = {self._cache_kw: self.cache, "use_cache": True}
         if self._keep_kw:
             kwargs[self._keep_kw] = 1

@@ -1,8 +1,8 @@
 """The embedded engine's continuous-batching loop, run by one background thread that owns the model.
 
 Each iteration: reap aborted requests, apply a pending weight update once no request runs on the old
-weights, admit waiting requests (one batched prefill), then one batched decode step for every running
-request. Callers on any asyncio loop get their result through ``call_soon_threadsafe``.
+weights, then one forward pass that decodes every running request and admits waiting ones (their
+prompts, or only the part after a prefix-cache hit, prefilled in the same pass). Callers on any asyncio loop get their result through ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Literal
 import torch
 
 from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
+from agentrl.engines.kv_cache import PrefixKV
 from agentrl.engines.prefix_cache import PrefixCache
 from agentrl.engines.runner import ModelRunner
 from agentrl.engines.sampling import RowSampling, SamplingPlan, sample_tokens
@@ -68,8 +69,9 @@ class Scheduler:
         self.max_prefill_tokens = max_prefill_tokens
         self.weight_update = weight_update
         self.version = 0
-        self.steps = 0  # decode forward passes so far
-        self.prefills = 0  # prefill forward passes so far
+        self.forwards = 0  # forward passes so far
+        self.steps = 0  # passes that decoded running requests
+        self.prefills = 0  # passes that admitted requests (a mixed pass counts in both)
         self._gen = torch.Generator(device=runner.device).manual_seed(seed)
         self._cond = threading.Condition()
         self._waiting: collections.deque[Request] = collections.deque()
@@ -152,10 +154,8 @@ class Scheduler:
             if self._update is not None and not self._running:
                 self._apply_update()
             try:
-                if admit:
-                    self._prefill(admit)
-                if self._running:
-                    self._decode()
+                if admit or self._running:
+                    self._step(admit)
             except Exception as exc:  # a failed forward (OOM, bad weights): fail the batch, keep serving
                 self._fail_all(admit, exc)
         self._shutdown()
@@ -188,46 +188,49 @@ class Scheduler:
         except Exception as exc:  # reported to the caller of update_weights
             update.done.set_exception(exc)
 
-    def _prefill(self, admit: list[Request]) -> None:
-        """Prefill new requests: one batched pass for those without a cached prefix, one each for the rest."""
-        fresh: list[Request] = []
-        extended: list[tuple[Request, list]] = []
+    def _step(self, admit: list[Request]) -> None:
+        """One forward pass: decode every running request and admit ``admit`` (fresh prompts first,
+        then prompts that extend a prefix-cache entry and prefill only their new tokens)."""
+        fresh: list[tuple[Request, PrefixKV | None]] = []
+        extended: list[tuple[Request, PrefixKV | None]] = []
         for req in admit:
             entry = self.prefix_cache.take(req.input_ids) if self.prefix_cache.enabled else None
             if entry is None:
-                fresh.append(req)
+                fresh.append((req, None))
             else:
                 req.cached_tokens = len(entry.tokens)
                 extended.append((req, entry.kv))
-        if fresh:
-            self._admit(fresh, self.runner.prefill([r.input_ids for r in fresh]))
-        for req, kv in extended:
-            self._admit([req], self.runner.extend(kv, req.input_ids[req.cached_tokens :]))
+        joining = fresh + extended
+        running = list(self._running)
+        logits = self.runner.step([r.output_ids[-1] for r in running], [(kv, r.input_ids[r.cached_tokens :]) for r, kv in joining])
+        self.forwards += 1
+        parts: list[tuple[torch.Tensor, int, list[Request], SamplingPlan]] = []
+        if running:
+            self.steps += 1
+            if self._plan is None:
+                self._plan = SamplingPlan([r.row for r in running], logits.device)
+            parts.append((logits[: len(running)], 0, running, self._plan))
+        if joining:
+            self.prefills += 1
+            new = [r for r, _ in joining]
+            self._running.extend(new)
+            self._plan = None
+            parts.append((logits[len(running) :], len(running), new, SamplingPlan([r.row for r in new], logits.device)))
+        self._sample_and_check(parts)
 
-    def _admit(self, reqs: list[Request], logits: torch.Tensor) -> None:
-        self.prefills += 1
-        self._running.extend(reqs)
-        self._plan = None
-        first = len(self._running) - len(reqs)
-        self._sample_and_check(logits, first, reqs, SamplingPlan([r.row for r in reqs], logits.device))
-
-    def _decode(self) -> None:
-        logits = self.runner.decode([r.output_ids[-1] for r in self._running])
-        if self._plan is None:
-            self._plan = SamplingPlan([r.row for r in self._running], logits.device)
-        self._sample_and_check(logits, 0, list(self._running), self._plan)
-        self.steps += 1
-
-    def _sample_and_check(self, logits: torch.Tensor, first_row: int, reqs: list[Request], plan: SamplingPlan) -> None:
-        tokens_b, logprobs_b = sample_tokens(logits, plan, self._gen)
+    def _sample_and_check(self, parts: list[tuple[torch.Tensor, int, list[Request], SamplingPlan]]) -> None:
+        """Sample every part's rows, then retire finished rows from the highest row down (a removal
+        moves the last row into the freed slot)."""
         finished: list[tuple[int, FinishReason, int | str | None]] = []
-        for i, (req, tok, lp) in enumerate(zip(reqs, tokens_b.tolist(), logprobs_b.tolist())):
-            req.output_ids.append(tok)
-            req.logprobs.append(lp)
-            req.versions.append(self.version)
-            reason, matched = self._check_finished(req, tok)
-            if reason is not None:
-                finished.append((first_row + i, reason, matched))
+        for logits, first_row, reqs, plan in parts:
+            tokens_b, logprobs_b = sample_tokens(logits, plan, self._gen)
+            for i, (req, tok, lp) in enumerate(zip(reqs, tokens_b.tolist(), logprobs_b.tolist())):
+                req.output_ids.append(tok)
+                req.logprobs.append(lp)
+                req.versions.append(self.version)
+                reason, matched = self._check_finished(req, tok)
+                if reason is not None:
+                    finished.append((first_row + i, reason, matched))
         for row, reason, matched in sorted(finished, reverse=True):
             req = self._remove_row(row, keep_prefix=True)
             self._finish(req, reason, matched=matched)

@@ -190,3 +190,31 @@ def test_extend_from_kept_keys_values_matches_a_full_prefill(lean: bool) -> None
     with torch.no_grad():
         reference = model(torch.tensor([history + suffix + [15]])).logits[0, -1]
     assert (after[1] - reference).abs().max().item() <= TOL
+
+
+def test_mixed_step_decodes_and_admits_fresh_and_extended_rows_in_one_pass() -> None:
+    """One lean pass decodes two running rows, prefills two fresh prompts of different lengths and
+    extends a kept prefix; every row's logits equal HF's (which needs three passes), then and after."""
+    model = _model("qwen3")
+    lean, hf = ModelRunner(model, max_seq_len=128), ModelRunner(model, max_seq_len=128, lean=False)
+    gen = torch.Generator().manual_seed(6)
+    running = [torch.randint(0, 300, (n,), generator=gen).tolist() for n in (6, 13)]
+    kept_seq = torch.randint(0, 300, (9,), generator=gen).tolist()
+    fresh = [torch.randint(0, 300, (n,), generator=gen).tolist() for n in (4, 11)]
+    suffix = [21, 22, 23]
+    outs = {}
+    for name, runner in (("lean", lean), ("hf", hf)):
+        runner.prefill([kept_seq])
+        kept = runner.row_kv(0)
+        runner.remove_row(0)
+        runner.prefill(running)
+        mixed = runner.step([1, 2], [(None, fresh[0]), (None, fresh[1]), (kept, suffix)])
+        after = runner.decode([3, 4, 5, 6, 7])
+        outs[name] = (mixed, after)
+    assert outs["lean"][0].shape == (5, 300)
+    for a, b in zip(outs["lean"], outs["hf"]):
+        assert (a - b).abs().max().item() <= TOL
+    with torch.no_grad():  # and against plain full-sequence forwards
+        full = [running[0] + [1, 3], running[1] + [2, 4], fresh[0] + [5], fresh[1] + [6], kept_seq + suffix + [7]]
+        expected = torch.stack([model(torch.tensor([seq])).logits[0, -1] for seq in full])
+    assert (outs["lean"][1] - expected).abs().max().item() <= TOL
