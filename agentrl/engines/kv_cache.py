@@ -140,39 +140,34 @@ class SlotKVCache:
         if not new_rows:  # the common step: decode only, nothing else to lay out
             lo = self.end - longest
             return StepLayout(decode_rows, 0, 1, torch.tensor(self.lengths, device=device), None, decode_lo=lo, decode_mask=self.decode_mask(lo, dtype, device))
-        positions = list(self.lengths) if decode_rows else []
-        layout_kwargs: dict[str, object] = {}
+        decode: dict[str, object] = {}
         if decode_rows:
             lo = self.end - longest
-            layout_kwargs.update(decode_lo=lo, decode_mask=self.decode_mask(lo, dtype, device))
-        logit_index = list(range(decode_rows))
-        if new_rows:
-            first_row = self.num_rows
-            new_max = max(n for _, n in new_rows)
-            rows_index, cols_index, pad_index, flat = [], [], [], decode_rows
-            for i, ((kv, n), total) in enumerate(zip(new_rows, totals)):
-                row, start = first_row + i, last_col + 1 - total
-                if kv is not None:
-                    self._copy_prefix(row, start, kv)
-                prefix = total - n
-                positions.extend(range(prefix, total))
-                rows_index.extend([row] * n)
-                cols_index.extend(range(last_col + 1 - n, last_col + 1))
-                pad_index.extend(range(i * new_max, i * new_max + n))
-                flat += n
-                logit_index.append(flat - 1)
-            new_lo = last_col + 1 - max(totals)
-            layout_kwargs.update(
-                new_lo=new_lo, new_max=new_max,
-                new_mask=self._new_rows_mask(totals, [n for _, n in new_rows], new_max, last_col + 1 - new_lo, dtype, device),
-                pad_index=torch.tensor(pad_index, device=device),
-                new_rows_index=torch.tensor(rows_index, device=device),
-                new_cols_index=torch.tensor(cols_index, device=device),
-            )
-            self.lengths.extend(t - advance for t in totals)  # end_step adds the advance to every row
-            self._decode_mask_cols = None
-        return StepLayout(decode_rows, len(new_rows), advance, torch.tensor(positions, device=device),
-                          torch.tensor(logit_index, device=device), **layout_kwargs)
+            decode = {"decode_lo": lo, "decode_mask": self.decode_mask(lo, dtype, device)}
+        first_row, new_max = self.num_rows, max(n for _, n in new_rows)
+        positions, logit_index = list(self.lengths) if decode_rows else [], list(range(decode_rows))
+        rows_index: list[int] = []
+        cols_index: list[int] = []
+        pad_index: list[int] = []
+        for i, ((kv, n), total) in enumerate(zip(new_rows, totals)):
+            if kv is not None:
+                self._copy_prefix(first_row + i, last_col + 1 - total, kv)
+            positions.extend(range(total - n, total))
+            rows_index.extend([first_row + i] * n)
+            cols_index.extend(range(last_col + 1 - n, last_col + 1))
+            pad_index.extend(range(i * new_max, i * new_max + n))
+            logit_index.append(len(positions) - 1)
+        new_lo = last_col + 1 - max(totals)
+        new_mask = self._new_rows_mask(totals, [n for _, n in new_rows], new_max, last_col + 1 - new_lo, dtype, device)
+        self.lengths.extend(t - advance for t in totals)  # end_step adds the advance to every row
+        self._decode_mask_cols = None
+
+        def as_tensor(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, device=device)
+
+        return StepLayout(decode_rows, len(new_rows), advance, as_tensor(positions), as_tensor(logit_index), **decode,
+                          new_lo=new_lo, new_max=new_max, new_mask=new_mask, pad_index=as_tensor(pad_index),
+                          new_rows_index=as_tensor(rows_index), new_cols_index=as_tensor(cols_index))
 
     def write_step(self, layer: int, layout: StepLayout, keys: torch.Tensor, values: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, tuple[torch.Tensor, torch.Tensor] | None]:
         """Store the step's flat keys/values ``[tokens, kv_heads, head_dim]``; return the decode window
