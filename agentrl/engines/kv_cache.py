@@ -217,10 +217,11 @@ class SlotKVCache:
         valid = torch.where((j < news_k1)[:, :, None], valid, padding)
         return _additive(valid, dtype)[:, None]
 
-    def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Copies of ``row``'s cached keys/values, ``[kv_heads, length, head_dim]`` per layer."""
+    def row_kv(self, row: int, length: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Copies of ``row``'s first ``length`` (default: all) cached keys/values, ``[kv_heads, length, head_dim]`` per layer."""
         lo = self.end - self.lengths[row]
-        return [(k[row, :, lo : self.end].clone(), v[row, :, lo : self.end].clone()) for k, v in zip(self.keys, self.values) if k is not None]
+        hi = self.end if length is None else lo + min(length, self.lengths[row])
+        return [(k[row, :, lo:hi].clone(), v[row, :, lo:hi].clone()) for k, v in zip(self.keys, self.values) if k is not None]
 
     def begin_decode(self) -> int:
         """Open a one-token window over all rows; returns ``lo``, the window's first column."""

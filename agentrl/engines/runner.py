@@ -103,9 +103,9 @@ class ModelRunner:
         return logits
 
     @torch.inference_mode()
-    def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Copies of ``row``'s cached keys/values (for the prefix cache)."""
-        return self.cache.row_kv(row)
+    def row_kv(self, row: int, length: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Copies of ``row``'s first ``length`` (default: all) cached keys/values (for sharing and the prefix cache)."""
+        return self.cache.row_kv(row, length)
 
     @torch.inference_mode()  # the buffers were allocated in inference mode
     def remove_row(self, row: int) -> None:

@@ -43,12 +43,14 @@ class Request:
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
-    cached_tokens: int = 0  # prompt tokens whose keys/values came from the prefix cache
+    cached_tokens: int = 0  # prompt tokens whose keys/values were copied, not computed
     aborted: bool = False
     row: RowSampling = field(init=False)  # built once: the decode loop reads it every step
+    prompt_key: int = field(init=False)  # hash of the prompt: requests with one prompt share its prefill
 
     def __post_init__(self) -> None:
         self.row = RowSampling(self.sampling.temperature, self.sampling.top_k, self.sampling.top_p, self.generator)
+        self.prompt_key = hash(tuple(self.input_ids))
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._waiting: collections.deque[Request] = collections.deque()
         self._running: list[Request] = []  # row i of the KV cache <-> _running[i]
+        self._live_prompts: dict[int, Request] = {}  # prompt_key -> a running request with that prompt
         self._plan: SamplingPlan | None = None  # the running rows' sampling settings; None when they changed
         self._by_id: dict[str, Request] = {}
         self._update: _WeightUpdate | None = None
@@ -161,15 +164,43 @@ class Scheduler:
         self._shutdown()
 
     def _pop_admissible(self) -> list[Request]:
+        """Waiting requests that fit the batch and the prefill budget, oldest first. A request whose
+        prompt equals one admitted now waits one step: then it copies that row's keys/values (a GRPO
+        group's G episodes start from one prompt, so its prefill is computed once, not G times)."""
         slots = self.max_batch - len(self._running)
         admit: list[Request] = []
+        deferred: list[Request] = []
+        keys: set[int] = set()
         longest = 0
         while self._waiting and len(admit) < slots:
-            longest = max(longest, len(self._waiting[0].input_ids))
+            req = self._waiting[0]
+            if req.prompt_key in keys and self._shareable(req):
+                deferred.append(self._waiting.popleft())
+                continue
+            longest = max(longest, len(req.input_ids))
             if admit and longest * (len(admit) + 1) > self.max_prefill_tokens:
                 break
             admit.append(self._waiting.popleft())
+            keys.add(req.prompt_key)
+        self._waiting.extendleft(reversed(deferred))
         return admit
+
+    def _shareable(self, req: Request) -> bool:
+        return len(req.input_ids) > self.prefix_cache.min_tokens
+
+    def _kept_prefix(self, req: Request) -> PrefixKV | None:
+        """Keys/values for the head of ``req``'s prompt, from the prefix cache or from a running request
+        with the same prompt (copied: every token but the last, whose logits start the reply); sets
+        ``cached_tokens``. None: prefill the whole prompt."""
+        entry = self.prefix_cache.take(req.input_ids) if self.prefix_cache.enabled else None
+        if entry is not None:
+            req.cached_tokens = len(entry.tokens)
+            return entry.kv
+        twin = self._live_prompts.get(req.prompt_key)
+        if twin is None or twin.input_ids != req.input_ids or not self._shareable(req):
+            return None
+        req.cached_tokens = len(req.input_ids) - 1
+        return self.runner.row_kv(self._running.index(twin), length=req.cached_tokens)
 
     def _reap_aborted(self) -> None:
         for row in reversed(range(len(self._running))):
@@ -194,12 +225,8 @@ class Scheduler:
         fresh: list[tuple[Request, PrefixKV | None]] = []
         extended: list[tuple[Request, PrefixKV | None]] = []
         for req in admit:
-            entry = self.prefix_cache.take(req.input_ids) if self.prefix_cache.enabled else None
-            if entry is None:
-                fresh.append((req, None))
-            else:
-                req.cached_tokens = len(entry.tokens)
-                extended.append((req, entry.kv))
+            kv = self._kept_prefix(req)
+            (fresh if kv is None else extended).append((req, kv))
         joining = fresh + extended
         running = list(self._running)
         logits = self.runner.step([r.output_ids[-1] for r in running], [(kv, r.input_ids[r.cached_tokens :]) for r, kv in joining])
@@ -214,6 +241,8 @@ class Scheduler:
             self.prefills += 1
             new = [r for r, _ in joining]
             self._running.extend(new)
+            for req in new:
+                self._live_prompts.setdefault(req.prompt_key, req)
             self._plan = None
             parts.append((logits[len(running) :], len(running), new, SamplingPlan([r.row for r in new], logits.device)))
         self._sample_and_check(parts)
@@ -257,6 +286,11 @@ class Scheduler:
         self.runner.remove_row(row)
         self._running[row] = self._running[-1]  # mirror the cache's last-row move
         self._running.pop()
+        if self._live_prompts.get(req.prompt_key) is req:  # hand the prompt to a twin still running, if any
+            del self._live_prompts[req.prompt_key]
+            twin = next((r for r in self._running if r.prompt_key == req.prompt_key), None)
+            if twin is not None:
+                self._live_prompts[req.prompt_key] = twin
         self._plan = None
         return req
 
@@ -264,6 +298,7 @@ class Scheduler:
         self.runner.clear()
         victims = {id(r): r for r in [*self._running, *admit]}.values()
         self._running = []
+        self._live_prompts.clear()
         self._plan = None
         error = EngineError(f"embedded engine forward failed: {type(exc).__name__}: {exc}")
         with self._cond:

@@ -139,3 +139,40 @@ def test_cache_serves_the_longest_strict_prefix_and_keeps_to_its_budget() -> Non
     assert cache.take(list(range(2, 18))) is not None
     cache.clear()
     assert len(cache) == 0 and cache.num_tokens == 0
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_a_groups_identical_prompts_are_prefilled_once(tiny_model_dir: Path, reference_model: torch.nn.Module, temperature: float) -> None:
+    """G requests with one prompt (a GRPO group's first turn): one computes the prompt, the others copy
+    its keys/values one step later; each still samples on its own, with the logprobs of a full forward."""
+    engine = build_embedded(tiny_model_dir, prefix_cache_tokens=0)  # sharing needs no kept entries
+    prompt = list(range(100, 124))
+    sampling = SamplingParams(max_new_tokens=12, temperature=temperature, ignore_eos=True)
+
+    async def body() -> list[GenerateResult]:
+        return list(await asyncio.gather(*(engine.generate(prompt, sampling) for _ in range(4))))
+
+    try:
+        results = run_async(engine, body)
+    finally:
+        asyncio.run(engine.close())
+    assert sorted(r.cached_tokens for r in results) == [0, len(prompt) - 1, len(prompt) - 1, len(prompt) - 1]
+    assert len({tuple(r.output_ids) for r in results}) > 1  # independent samples, not one answer copied
+    for result in results:
+        ref = reference_logprobs(reference_model, prompt, result.output_ids, temperature)
+        assert (torch.tensor(result.logprobs) - ref).abs().max().item() <= TOL
+
+
+def test_short_or_different_prompts_are_not_shared(tiny_model_dir: Path) -> None:
+    engine = build_embedded(tiny_model_dir, prefix_cache_tokens=0)
+    sampling = SamplingParams(max_new_tokens=3, ignore_eos=True)
+    prompts = [[1, 2, 3], [1, 2, 3], list(range(30)), list(range(29)) + [99]]
+
+    async def body() -> list[GenerateResult]:
+        return list(await asyncio.gather(*(engine.generate(p, sampling) for p in prompts)))
+
+    try:
+        results = run_async(engine, body)
+    finally:
+        asyncio.run(engine.close())
+    assert [r.cached_tokens for r in results] == [0, 0, 0, 0]
