@@ -22,6 +22,8 @@ class RolloutMetrics:
     failed: int = 0
     groups_dropped: int = 0
     tokens_generated: int = 0
+    prompt_tokens: int = 0  # prompt tokens sent to the engine
+    cached_prompt_tokens: int = 0  # of those, tokens the engine did not recompute (prefix reuse)
     engine_time_s: float = 0.0
     env_time_s: float = 0.0
     sandbox_time_s: float = 0.0
@@ -35,6 +37,8 @@ class RolloutMetrics:
         }
         out["rollout/groups_dropped"] = float(self.groups_dropped)
         out["rollout/tokens_generated"] = float(self.tokens_generated)
+        out["rollout/prompt_tokens"] = float(self.prompt_tokens)
+        out["rollout/cached_prompt_frac"] = self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
         out["rollout/engine_time_s"] = self.engine_time_s
         out["rollout/env_time_s"] = self.env_time_s
         out["rollout/sandbox_time_s"] = self.sandbox_time_s

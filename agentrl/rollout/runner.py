@@ -162,6 +162,8 @@ class EpisodeRunner:
         turn.num_tokens += len(result.output_ids)
         turn.finish_reason = result.finish_reason
         self.ctx.metrics.tokens_generated += len(result.output_ids)
+        self.ctx.metrics.prompt_tokens += result.prompt_tokens
+        self.ctx.metrics.cached_prompt_tokens += result.cached_tokens
         return result.finish_reason
 
     async def _step(self, turn: TurnRecord) -> None:

@@ -91,6 +91,12 @@ def test_groups_tokens_and_logprobs_come_from_the_engine(make_engine: Callable[[
             assert seg.versions[start:start + n] == res.token_versions()
         rendered = orch.assembler.render(ep.messages[:-1], add_generation_prompt=True)
         assert orch.assembler.decode(seg.input_ids).startswith(rendered)  # env messages rendered once, by the template
+    # later turns (and a group's shared first prompt) reuse keys/values, and the step says how many
+    prompt = sum(r.prompt_tokens for _, r in engine.calls)
+    cached = sum(r.cached_tokens for _, r in engine.calls)
+    assert batch.metrics["rollout/prompt_tokens"] == prompt
+    assert batch.metrics["rollout/cached_prompt_frac"] == pytest.approx(cached / prompt)
+    assert 0.3 < cached / prompt < 1.0
     ep = batch.groups[0][0]
     from transformers import AutoModelForCausalLM
 
