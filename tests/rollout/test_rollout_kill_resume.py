@@ -28,9 +28,10 @@ TASKS = [f"task-{i}" for i in range(8)]
 def _config(tmp_path: Path, model_dir: Path) -> Path:
     markers = tmp_path / "markers"
     markers.mkdir()
-    # Long replies (64 tokens vs 3) keep the long episodes generating when a step's groups complete,
-    # so the buffer soon holds an episode cut mid-turn however fast the engine is.
-    kwargs = {"num_tasks": 8, "long_tasks": ["task-1", "task-4", "task-6"], "long_reply_tokens": 64, "reply_tokens": 3,
+    # Long replies (200 tokens vs 3: ~200 decode steps against a 20 ms env step) keep the long episodes
+    # generating when a step's groups complete, so the buffer soon holds an episode cut mid-turn
+    # however fast the engine is (at 64 tokens a fast engine sometimes finished a turn just in time).
+    kwargs = {"num_tasks": 8, "long_tasks": ["task-1", "task-4", "task-6"], "long_reply_tokens": 200, "reply_tokens": 3,
               "step_sleep_s": 0.02, "marker_dir": str(markers)}
     cfg = {
         "model": {"path": str(model_dir)},
