@@ -6,7 +6,9 @@
    engine on HF's forward instead of the lean one, for an A/B;
 2. 64 concurrent requests of mixed lengths: continuous batching vs static batches;
 3. the same 64 requests through ``agentrl serve`` over HTTP (SGLangEngine) vs in process;
-4. multi-turn episodes (each turn resubmits the whole history): prefix cache on vs off.
+4. multi-turn episodes (each turn resubmits the whole history): prefix cache on vs off;
+5. prompts behind one long common head (a tool-use system prompt; G copies of each prompt): prefix
+   sharing on vs off.
 
 Usage: .venv/bin/python scripts/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
 """
@@ -118,6 +120,34 @@ def multi_turn_round(model_dir: Path, args: argparse.Namespace, vocab: int) -> d
     return out
 
 
+async def shared_head_tps(engine: EmbeddedEngine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
+    """Tokens/s for all ``prompts`` at once, and the prompt tokens the engine copied instead of computing."""
+    warm = SamplingParams(max_new_tokens=2, ignore_eos=True)
+    await engine.generate([7] * 4, warm)
+    started = time.perf_counter()
+    results = await asyncio.gather(*(engine.generate(p, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)) for p in prompts))
+    elapsed = time.perf_counter() - started
+    return sum(len(r.output_ids) for r in results) / elapsed, sum(r.cached_tokens for r in results)
+
+
+def shared_head_round(model_dir: Path, args: argparse.Namespace, vocab: int) -> dict[str, float]:
+    """8 tasks x G=4 prompts: a 512-token common head, then 32 task tokens; 32 new tokens each."""
+    rng = random.Random(3)
+    head = [rng.randrange(vocab) for _ in range(512)]
+    prompts = [head + [rng.randrange(vocab) for _ in range(32)] for _ in range(8)]
+    prompts = [p for p in prompts for _ in range(4)]
+    out: dict[str, float] = {}
+    for name, share in (("sharing", True), ("no_sharing", False)):
+        config = EngineConfig(max_batch_size=32, seed=0, prefix_cache_tokens=0, share_prefixes=share)
+        engine = EmbeddedEngine.from_pretrained(model_dir, config=config)
+        try:
+            tps, copied = asyncio.run(shared_head_tps(engine, prompts, 32))
+        finally:
+            asyncio.run(engine.close())
+        out[f"{name}_tok_s"], out[f"{name}_copied_prompt_tokens"] = tps, copied
+    return out
+
+
 def start_server(model_dir: Path, threads: int, max_batch: int) -> tuple[subprocess.Popen, str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -219,7 +249,14 @@ def main() -> None:
         asyncio.run(engine.close())
     multi = [multi_turn_round(model_dir, args, vocab) for _ in range(args.rounds)]
     best_on, best_off = max(r["prefix_cache_tok_s"] for r in multi), max(r["no_prefix_cache_tok_s"] for r in multi)
+    shared = [shared_head_round(model_dir, args, vocab) for _ in range(args.rounds)]
     report: dict[str, object] = {"model": str(model_dir), "params": sum(p.numel() for p in engine.runner.model.parameters()), **summarise(rounds)}
+    best_share, best_plain = max(r["sharing_tok_s"] for r in shared), max(r["no_sharing_tok_s"] for r in shared)
+    report["shared_head"] = {
+        "requests": 32, "head_tokens": 512, "task_tokens": 32, "group_size": 4, "new_tokens": 32,
+        "sharing_tok_s": best_share, "no_sharing_tok_s": best_plain, "speedup": best_share / best_plain,
+        "copied_prompt_tokens": shared[0]["sharing_copied_prompt_tokens"], "rounds": shared,
+    }
     report["multi_turn"] = {
         "episodes": args.batch, "turns": args.turns, "prompt_tokens": 256, "reply_tokens": 32, "observation_tokens": 48,
         "prefix_cache_tok_s": best_on, "no_prefix_cache_tok_s": best_off, "speedup": best_on / best_off,

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    engine_cfg = EngineConfig(max_batch_size=args.max_batch_size, max_seq_len=args.max_seq_len, seed=args.seed, weight_update=args.weight_update, prefix_cache_tokens=args.prefix_cache_tokens)
+    engine_cfg = EngineConfig(max_batch_size=args.max_batch_size, max_seq_len=args.max_seq_len, seed=args.seed, weight_update=args.weight_update, prefix_cache_tokens=args.prefix_cache_tokens, share_prefixes=not args.no_prefix_sharing)
     device, dtype = resolve_device_dtype(ModelConfig(path=args.model, device=args.device, dtype=args.dtype))
     engine = EmbeddedEngine.from_pretrained(args.model, config=engine_cfg, device=device, dtype=dtype)
     try:
@@ -39,6 +39,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-batch-size", type=int, default=64, help="most sequences decoded together")
     parser.add_argument("--max-seq-len", type=int, default=4096, help="longest prompt + completion")
     parser.add_argument("--prefix-cache-tokens", type=int, default=16384, help="tokens of finished requests' keys/values kept for prompts that extend them (0: off)")
+    parser.add_argument("--no-prefix-sharing", action="store_true", help="recompute prompt heads that running requests share instead of copying them")
     parser.add_argument("--weight-update", choices=["finish_old", "abort"], default="finish_old", help="requests in flight at a weight update")
     parser.add_argument("--seed", type=int, default=0, help="sampler seed")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")

@@ -49,6 +49,7 @@ class EmbeddedEngine:
             seed=self.config.seed,
             weight_update=self.config.weight_update,
             prefix_cache_tokens=self.config.prefix_cache_tokens,
+            share_prefixes=self.config.share_prefixes,
         )
         self._closed = False
 

@@ -19,6 +19,7 @@ import torch
 from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
 from agentrl.engines.kv_cache import PrefixKV
 from agentrl.engines.prefix_cache import PrefixCache
+from agentrl.engines.prefix_index import BLOCK, PrefixIndex, block_hashes
 from agentrl.engines.runner import ModelRunner
 from agentrl.engines.sampling import RowSampling, SamplingPlan, sample_tokens
 from agentrl.engines.weights import copy_state_dict
@@ -46,11 +47,16 @@ class Request:
     cached_tokens: int = 0  # prompt tokens whose keys/values were copied, not computed
     aborted: bool = False
     row: RowSampling = field(init=False)  # built once: the decode loop reads it every step
-    prompt_key: int = field(init=False)  # hash of the prompt: requests with one prompt share its prefill
+    hashes: list[int] = field(init=False)  # block hashes of the prompt (prefix_index.py)
 
     def __post_init__(self) -> None:
         self.row = RowSampling(self.sampling.temperature, self.sampling.top_k, self.sampling.top_p, self.generator)
-        self.prompt_key = hash(tuple(self.input_ids))
+        self.hashes = block_hashes(self.input_ids)
+
+    @property
+    def prefix_tokens(self) -> list[int]:
+        """Tokens whose keys/values a running request's row holds from the start: at least its prompt."""
+        return self.input_ids
 
 
 @dataclass
@@ -63,9 +69,10 @@ class _WeightUpdate:
 class Scheduler:
     """Owns the ModelRunner; every public method is safe to call from any thread."""
 
-    def __init__(self, runner: ModelRunner, tokenizer: object, *, max_batch: int, max_prefill_tokens: int, seed: int, weight_update: Literal["finish_old", "abort"], prefix_cache_tokens: int = 0) -> None:
+    def __init__(self, runner: ModelRunner, tokenizer: object, *, max_batch: int, max_prefill_tokens: int, seed: int, weight_update: Literal["finish_old", "abort"], prefix_cache_tokens: int = 0, share_prefixes: bool = True) -> None:
         self.runner = runner
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
+        self.share_prefixes = share_prefixes
         self.tokenizer = tokenizer
         self.max_batch = max_batch
         self.max_prefill_tokens = max_prefill_tokens
@@ -78,7 +85,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._waiting: collections.deque[Request] = collections.deque()
         self._running: list[Request] = []  # row i of the KV cache <-> _running[i]
-        self._live_prompts: dict[int, Request] = {}  # prompt_key -> a running request with that prompt
+        self._live: PrefixIndex[Request] = PrefixIndex()  # the prompts of running requests, by block
         self._plan: SamplingPlan | None = None  # the running rows' sampling settings; None when they changed
         self._by_id: dict[str, Request] = {}
         self._update: _WeightUpdate | None = None
@@ -164,43 +171,53 @@ class Scheduler:
         self._shutdown()
 
     def _pop_admissible(self) -> list[Request]:
-        """Waiting requests that fit the batch and the prefill budget, oldest first. A request whose
-        prompt equals one admitted now waits one step: then it copies that row's keys/values (a GRPO
-        group's G episodes start from one prompt, so its prefill is computed once, not G times)."""
+        """Waiting requests that fit the batch and the prefill budget, oldest first. A request sharing a
+        longer head with one admitted now than with anything held waits one step, then copies that
+        head's keys/values: a GRPO group's G episodes start from one prompt, and a tool-use env's
+        prompts share a long system prompt, so the shared part is computed once, not once per request."""
         slots = self.max_batch - len(self._running)
         admit: list[Request] = []
         deferred: list[Request] = []
-        keys: set[int] = set()
+        batch: PrefixIndex[Request] = PrefixIndex()
         longest = 0
         while self._waiting and len(admit) < slots:
             req = self._waiting[0]
-            if req.prompt_key in keys and self._shareable(req):
+            if admit and self.share_prefixes and self._shared_with(batch, req) > self._shared_with_held(req):
                 deferred.append(self._waiting.popleft())
                 continue
             longest = max(longest, len(req.input_ids))
             if admit and longest * (len(admit) + 1) > self.max_prefill_tokens:
                 break
             admit.append(self._waiting.popleft())
-            keys.add(req.prompt_key)
+            batch.add(req, req.hashes)
         self._waiting.extendleft(reversed(deferred))
         return admit
 
-    def _shareable(self, req: Request) -> bool:
-        return len(req.input_ids) > self.prefix_cache.min_tokens
+    @staticmethod
+    def _shared_with(index: PrefixIndex[Request], req: Request) -> int:
+        """Prompt tokens worth copying from ``index``'s best owner (0 below one block; never the last token)."""
+        shared = min(index.longest(req.input_ids, req.hashes)[1], len(req.input_ids) - 1)
+        return shared if shared >= BLOCK else 0
+
+    def _shared_with_held(self, req: Request) -> int:
+        held = self.prefix_cache.longest(req.input_ids, req.hashes)[1] if self.prefix_cache.enabled else 0
+        return max(self._shared_with(self._live, req), min(held, len(req.input_ids) - 1))
 
     def _kept_prefix(self, req: Request) -> PrefixKV | None:
-        """Keys/values for the head of ``req``'s prompt, from the prefix cache or from a running request
-        with the same prompt (copied: every token but the last, whose logits start the reply); sets
-        ``cached_tokens``. None: prefill the whole prompt."""
-        entry = self.prefix_cache.take(req.input_ids) if self.prefix_cache.enabled else None
-        if entry is not None:
-            req.cached_tokens = len(entry.tokens)
-            return entry.kv
-        twin = self._live_prompts.get(req.prompt_key)
-        if twin is None or twin.input_ids != req.input_ids or not self._shareable(req):
+        """Keys/values for the longest head of ``req``'s prompt held by the prefix cache or by a running
+        request (every prompt token but the last, whose logits start the reply); sets ``cached_tokens``.
+        None: prefill the whole prompt."""
+        limit = len(req.input_ids) - 1
+        entry, from_entry = self.prefix_cache.longest(req.input_ids, req.hashes) if self.prefix_cache.enabled else (None, 0)
+        twin, from_twin = self._live.longest(req.input_ids, req.hashes) if self.share_prefixes else (None, 0)
+        from_entry, from_twin = min(from_entry, limit), min(from_twin, limit)
+        if max(from_entry, from_twin) < BLOCK:
             return None
-        req.cached_tokens = len(req.input_ids) - 1
-        return self.runner.row_kv(self._running.index(twin), length=req.cached_tokens)
+        if entry is not None and from_entry >= from_twin:
+            req.cached_tokens = from_entry
+            return self.prefix_cache.use(entry, from_entry)
+        req.cached_tokens = from_twin
+        return self.runner.row_kv(self._running.index(twin), length=from_twin)
 
     def _reap_aborted(self) -> None:
         for row in reversed(range(len(self._running))):
@@ -242,7 +259,7 @@ class Scheduler:
             new = [r for r, _ in joining]
             self._running.extend(new)
             for req in new:
-                self._live_prompts.setdefault(req.prompt_key, req)
+                self._live.add(req, req.hashes)
             self._plan = None
             parts.append((logits[len(running) :], len(running), new, SamplingPlan([r.row for r in new], logits.device)))
         self._sample_and_check(parts)
@@ -286,11 +303,7 @@ class Scheduler:
         self.runner.remove_row(row)
         self._running[row] = self._running[-1]  # mirror the cache's last-row move
         self._running.pop()
-        if self._live_prompts.get(req.prompt_key) is req:  # hand the prompt to a twin still running, if any
-            del self._live_prompts[req.prompt_key]
-            twin = next((r for r in self._running if r.prompt_key == req.prompt_key), None)
-            if twin is not None:
-                self._live_prompts[req.prompt_key] = twin
+        self._live.remove(req, req.hashes)
         self._plan = None
         return req
 
@@ -298,7 +311,7 @@ class Scheduler:
         self.runner.clear()
         victims = {id(r): r for r in [*self._running, *admit]}.values()
         self._running = []
-        self._live_prompts.clear()
+        self._live.clear()
         self._plan = None
         error = EngineError(f"embedded engine forward failed: {type(exc).__name__}: {exc}")
         with self._cond:

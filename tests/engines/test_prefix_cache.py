@@ -18,6 +18,7 @@ from engine_harness import ServedEngine, build_embedded, reference_logprobs, run
 
 from agentrl.engines.base import GenerateResult, SamplingParams
 from agentrl.engines.prefix_cache import PrefixCache
+from agentrl.engines.prefix_index import PrefixIndex, block_hashes, shared_length
 
 TOL = 1e-4
 OBSERVATION = [40, 41, 42, 43, 44]  # a tool result / user message appended after the reply
@@ -121,24 +122,73 @@ def _kv(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(torch.zeros(1, n, 2), torch.zeros(1, n, 2))]
 
 
-def test_cache_serves_the_longest_strict_prefix_and_keeps_to_its_budget() -> None:
-    cache = PrefixCache(max_tokens=40, min_tokens=4)
-    cache.put(list(range(10)), _kv(10))
-    cache.put(list(range(15)), _kv(15))
-    cache.put([9] * 3, _kv(3))  # below min_tokens: not kept
-    assert cache.num_tokens == 25 and len(cache) == 2
-    assert cache.take(list(range(15))) is not None  # the 10-token entry: the 15-token one is not strict
-    assert cache.take(list(range(15))) is None  # consumed; the other is still not strict
-    hit = cache.take(list(range(20)))
-    assert hit is not None and len(hit.tokens) == 15
-    assert cache.take([1, 2, 3, 4, 5, 6]) is None  # not a prefix
-    for start in range(3):  # 3 x 15 tokens > 40: the oldest is evicted
-        cache.put(list(range(start, start + 15)), _kv(15))
-    assert len(cache) == 2 and cache.num_tokens == 30
-    assert cache.take(list(range(0, 16))) is None
-    assert cache.take(list(range(2, 18))) is not None
+def test_cache_finds_the_longest_shared_head_and_keeps_to_its_budget() -> None:
+    cache = PrefixCache(max_tokens=60, min_tokens=8)
+    short, long = list(range(12)), list(range(24))
+    cache.put(short, _kv(12))
+    cache.put(long, _kv(24))
+    cache.put([9] * 5, _kv(5))  # below min_tokens: not kept
+    assert cache.num_tokens == 36 and len(cache) == 2
+
+    def longest(prompt: list[int]) -> tuple[object, int]:
+        return cache.longest(prompt, block_hashes(prompt))
+
+    entry, shared = longest(list(range(30)))  # extends the 24-token entry whole
+    assert entry is not None and entry.tokens == long and shared == 24
+    assert [k.shape[1] for k, _ in cache.use(entry, 24)] == [24] and len(cache) == 1  # used whole: consumed
+    entry, shared = longest(list(range(10)) + [99] * 10)  # shares 10 tokens with the 12-token entry
+    assert entry is not None and shared == 10
+    assert [k.shape[1] for k, _ in cache.use(entry, 10)] == [10] and len(cache) == 1  # used in part: kept
+    assert longest([5] * 20) == (None, 0)  # nothing shared
+    for start in range(3):  # 3 x 24 tokens > 60: the least recently used go first
+        cache.put(list(range(100 + start, 124 + start)), _kv(24))
+    assert len(cache) == 2 and cache.num_tokens == 48
+    assert longest(list(range(100, 130)))[0] is None
+    assert longest(list(range(102, 130)))[1] == 24
     cache.clear()
-    assert len(cache) == 0 and cache.num_tokens == 0
+    assert len(cache) == 0 and cache.num_tokens == 0 and longest(list(range(30))) == (None, 0)
+
+
+def test_block_index_finds_the_longest_head_as_owners_come_and_go() -> None:
+    class Held:
+        def __init__(self, tokens: list[int]) -> None:
+            self.prefix_tokens = tokens
+
+    a, b = Held(list(range(40))), Held(list(range(20)) + [7] * 20)
+    index: PrefixIndex[Held] = PrefixIndex()
+    index.add(a, block_hashes(a.prefix_tokens))
+    index.add(b, block_hashes(b.prefix_tokens))
+    prompt = list(range(35)) + [1, 2]
+    owner, shared = index.longest(prompt, block_hashes(prompt))
+    assert owner is a and shared == 35  # block-level hit, then token-level refinement past the last block
+    index.remove(b, block_hashes(b.prefix_tokens))  # the blocks b shared with a stay findable through a
+    assert index.longest(prompt, block_hashes(prompt)) == (a, 35)
+    index.add(b, block_hashes(b.prefix_tokens))
+    index.remove(a, block_hashes(a.prefix_tokens))
+    assert index.longest(prompt, block_hashes(prompt)) == (b, 20)
+    assert shared_length([1, 2, 3, 4], [1, 2, 9, 4], known=4) == 2  # a "known" head that is wrong is re-checked
+    assert shared_length([1, 2, 3], [1, 2, 3, 4]) == 3
+
+
+def test_prompts_sharing_a_system_prompt_prefill_it_once(tiny_model_dir: Path, reference_model: torch.nn.Module) -> None:
+    """Different prompts behind one long common head (a tool-use system prompt): the first computes the
+    head, the others copy it and prefill only their own tail; logprobs stay those of a full forward."""
+    engine = build_embedded(tiny_model_dir, prefix_cache_tokens=0)
+    head = list(range(200, 260))
+    prompts = [head + [300 + i, 301 + i, 302 + i] for i in range(3)]
+    sampling = SamplingParams(max_new_tokens=8, temperature=0.8, ignore_eos=True)
+
+    async def body() -> list[GenerateResult]:
+        return list(await asyncio.gather(*(engine.generate(p, sampling) for p in prompts)))
+
+    try:
+        results = run_async(engine, body)
+    finally:
+        asyncio.run(engine.close())
+    assert sorted(r.cached_tokens for r in results) == [0, len(head), len(head)]
+    for prompt, result in zip(prompts, results):
+        ref = reference_logprobs(reference_model, prompt, result.output_ids, 0.8)
+        assert (torch.tensor(result.logprobs) - ref).abs().max().item() <= TOL
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
@@ -166,7 +216,7 @@ def test_a_groups_identical_prompts_are_prefilled_once(tiny_model_dir: Path, ref
 def test_short_or_different_prompts_are_not_shared(tiny_model_dir: Path) -> None:
     engine = build_embedded(tiny_model_dir, prefix_cache_tokens=0)
     sampling = SamplingParams(max_new_tokens=3, ignore_eos=True)
-    prompts = [[1, 2, 3], [1, 2, 3], list(range(30)), list(range(29)) + [99]]
+    prompts = [[1, 2, 3], [1, 2, 3], list(range(30)), [99] + list(range(1, 30))]
 
     async def body() -> list[GenerateResult]:
         return list(await asyncio.gather(*(engine.generate(p, sampling) for p in prompts)))
