@@ -170,21 +170,25 @@ def test_block_index_finds_the_longest_head_as_owners_come_and_go() -> None:
     assert shared_length([1, 2, 3], [1, 2, 3, 4]) == 3
 
 
-def test_prompts_sharing_a_system_prompt_prefill_it_once(tiny_model_dir: Path, reference_model: torch.nn.Module) -> None:
-    """Different prompts behind one long common head (a tool-use system prompt): the first computes the
-    head, the others copy it and prefill only their own tail; logprobs stay those of a full forward."""
-    engine = build_embedded(tiny_model_dir, prefix_cache_tokens=0)
-    head = list(range(200, 260))
-    prompts = [head + [300 + i, 301 + i, 302 + i] for i in range(3)]
-    sampling = SamplingParams(max_new_tokens=8, temperature=0.8, ignore_eos=True)
+def _concurrently(model_dir: Path, prompts: list[list[int]], sampling: SamplingParams, **config: Any) -> list[GenerateResult]:
+    """Send every prompt at once to a fresh engine (no kept entries: sharing needs none); close it."""
+    engine = build_embedded(model_dir, **{"prefix_cache_tokens": 0, **config})
 
     async def body() -> list[GenerateResult]:
         return list(await asyncio.gather(*(engine.generate(p, sampling) for p in prompts)))
 
     try:
-        results = run_async(engine, body)
+        return run_async(engine, body)
     finally:
         asyncio.run(engine.close())
+
+
+def test_prompts_sharing_a_system_prompt_prefill_it_once(tiny_model_dir: Path, reference_model: torch.nn.Module) -> None:
+    """Different prompts behind one long common head (a tool-use system prompt): the first computes the
+    head, the others copy it and prefill only their own tail; logprobs stay those of a full forward."""
+    head = list(range(200, 260))
+    prompts = [head + [300 + i, 301 + i, 302 + i] for i in range(3)]
+    results = _concurrently(tiny_model_dir, prompts, SamplingParams(max_new_tokens=8, temperature=0.8, ignore_eos=True))
     assert sorted(r.cached_tokens for r in results) == [0, len(head), len(head)]
     for prompt, result in zip(prompts, results):
         ref = reference_logprobs(reference_model, prompt, result.output_ids, 0.8)
@@ -195,17 +199,8 @@ def test_prompts_sharing_a_system_prompt_prefill_it_once(tiny_model_dir: Path, r
 def test_a_groups_identical_prompts_are_prefilled_once(tiny_model_dir: Path, reference_model: torch.nn.Module, temperature: float) -> None:
     """G requests with one prompt (a GRPO group's first turn): one computes the prompt, the others copy
     its keys/values one step later; each still samples on its own, with the logprobs of a full forward."""
-    engine = build_embedded(tiny_model_dir, prefix_cache_tokens=0)  # sharing needs no kept entries
     prompt = list(range(100, 124))
-    sampling = SamplingParams(max_new_tokens=12, temperature=temperature, ignore_eos=True)
-
-    async def body() -> list[GenerateResult]:
-        return list(await asyncio.gather(*(engine.generate(prompt, sampling) for _ in range(4))))
-
-    try:
-        results = run_async(engine, body)
-    finally:
-        asyncio.run(engine.close())
+    results = _concurrently(tiny_model_dir, [prompt] * 4, SamplingParams(max_new_tokens=12, temperature=temperature, ignore_eos=True))
     assert sorted(r.cached_tokens for r in results) == [0, len(prompt) - 1, len(prompt) - 1, len(prompt) - 1]
     assert len({tuple(r.output_ids) for r in results}) > 1  # independent samples, not one answer copied
     for result in results:
@@ -214,15 +209,11 @@ def test_a_groups_identical_prompts_are_prefilled_once(tiny_model_dir: Path, ref
 
 
 def test_short_or_different_prompts_are_not_shared(tiny_model_dir: Path) -> None:
-    engine = build_embedded(tiny_model_dir, prefix_cache_tokens=0)
-    sampling = SamplingParams(max_new_tokens=3, ignore_eos=True)
     prompts = [[1, 2, 3], [1, 2, 3], list(range(30)), [99] + list(range(1, 30))]
-
-    async def body() -> list[GenerateResult]:
-        return list(await asyncio.gather(*(engine.generate(p, sampling) for p in prompts)))
-
-    try:
-        results = run_async(engine, body)
-    finally:
-        asyncio.run(engine.close())
+    results = _concurrently(tiny_model_dir, prompts, SamplingParams(max_new_tokens=3, ignore_eos=True))
     assert [r.cached_tokens for r in results] == [0, 0, 0, 0]
+
+
+def test_sharing_can_be_switched_off(tiny_model_dir: Path) -> None:
+    results = _concurrently(tiny_model_dir, [list(range(40))] * 3, SamplingParams(max_new_tokens=3, ignore_eos=True), share_prefixes=False)
+    assert [r.cached_tokens for r in results] == [0, 0, 0]
