@@ -107,18 +107,14 @@ class SlotKVCache:
         self._lo = self._write = self.end - padded
         return first, padded
 
-    def begin_extend(self, prefix_kv: list[tuple[torch.Tensor, torch.Tensor]], suffix_len: int) -> int:
+    def begin_extend(self, prefix_kv: PrefixKV, suffix_len: int) -> int:
         """Append one row whose first tokens' keys/values are given (``[kv_heads, P, head_dim]`` per layer)
         and open a window that writes its ``suffix_len`` new tokens after them; returns the prefix length P."""
         prefix = prefix_kv[0][0].shape[1]
         row = self.num_rows
         self._ensure(row + 1, prefix + suffix_len, 0)
         start = self.end - suffix_len - prefix
-        for layer, (keys, values) in enumerate(prefix_kv):
-            if self.keys[layer] is None:
-                self._allocate_layer(layer, keys[None], values[None])
-            self.keys[layer][row, :, start : start + prefix] = keys
-            self.values[layer][row, :, start : start + prefix] = values
+        self._copy_prefix(row, start, prefix_kv)
         self.lengths.append(prefix + suffix_len)
         self._decode_mask_cols = None
         self._rows = (row, row + 1)
@@ -217,7 +213,7 @@ class SlotKVCache:
         valid = torch.where((j < news_k1)[:, :, None], valid, padding)
         return _additive(valid, dtype)[:, None]
 
-    def row_kv(self, row: int, length: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def row_kv(self, row: int, length: int | None = None) -> PrefixKV:
         """Copies of ``row``'s first ``length`` (default: all) cached keys/values, ``[kv_heads, length, head_dim]`` per layer."""
         lo = self.end - self.lengths[row]
         hi = self.end if length is None else lo + min(length, self.lengths[row])

@@ -15,11 +15,8 @@ import collections
 import threading
 from dataclasses import dataclass, field
 
-import torch
-
+from agentrl.engines.kv_cache import PrefixKV
 from agentrl.engines.prefix_index import BLOCK, PrefixIndex, block_hashes
-
-LayerKV = tuple[torch.Tensor, torch.Tensor]  # one layer's keys and values ``[kv_heads, tokens, head_dim]``
 
 
 @dataclass(eq=False)
@@ -27,7 +24,7 @@ class PrefixEntry:
     """The cached keys/values of ``tokens`` (one pair per layer)."""
 
     tokens: list[int]
-    kv: list[LayerKV]
+    kv: PrefixKV
     hashes: list[int] = field(default_factory=list)
 
     @property
@@ -62,7 +59,7 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def put(self, tokens: list[int], kv: list[LayerKV]) -> None:
+    def put(self, tokens: list[int], kv: PrefixKV) -> None:
         """Keep ``kv`` for ``tokens``, evicting the least recently used entries to stay in budget."""
         if len(tokens) < self.min_tokens or len(tokens) > self.max_tokens:
             return
@@ -81,7 +78,7 @@ class PrefixCache:
             entry, shared = self._index.longest(prompt, hashes)
         return (entry, shared) if entry is not None and shared >= self.min_tokens else (None, 0)
 
-    def use(self, entry: PrefixEntry, length: int) -> list[LayerKV]:
+    def use(self, entry: PrefixEntry, length: int) -> PrefixKV:
         """The keys/values of ``entry``'s first ``length`` tokens; an entry used whole is removed (the
         request extending it leaves a longer one when it finishes), a partly used one stays (recent)."""
         with self._lock:

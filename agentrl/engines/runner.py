@@ -103,7 +103,7 @@ class ModelRunner:
         return logits
 
     @torch.inference_mode()
-    def row_kv(self, row: int, length: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def row_kv(self, row: int, length: int | None = None) -> PrefixKV:
         """Copies of ``row``'s first ``length`` (default: all) cached keys/values (for sharing and the prefix cache)."""
         return self.cache.row_kv(row, length)
 
