@@ -81,7 +81,7 @@ class LeanForward:
         """Follow parameters that were re-pointed (``model.to``, ``load_state_dict(assign=True)``).
 
         In-place weight updates (the engine's path) need nothing: every tensor here is, or views,
-        the model's own parameter. The runner calls this before each prefill, not per decode step.
+        the model's own parameter. ``step`` calls this when rows join, not on every decode step.
         """
         for layer in self._layers:
             layer.refresh()

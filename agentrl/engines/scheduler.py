@@ -2,7 +2,8 @@
 
 Each iteration: reap aborted requests, apply a pending weight update once no request runs on the old
 weights, then one forward pass that decodes every running request and admits waiting ones (their
-prompts, or only the part after a prefix-cache hit, prefilled in the same pass). Callers on any asyncio loop get their result through ``call_soon_threadsafe``.
+prompts, or only the part after a head already held, prefilled in the same pass). Callers on any
+asyncio loop get their result through ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 
 from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
 from agentrl.engines.kv_cache import PrefixKV
-from agentrl.engines.prefix_cache import PrefixCache
+from agentrl.engines.prefix_cache import PrefixCache, PrefixEntry
 from agentrl.engines.prefix_index import BLOCK, PrefixIndex, block_hashes
 from agentrl.engines.runner import ModelRunner
 from agentrl.engines.sampling import RowSampling, SamplingPlan, sample_tokens
@@ -199,18 +200,22 @@ class Scheduler:
         shared = min(index.longest(req.input_ids, req.hashes)[1], len(req.input_ids) - 1)
         return shared if shared >= BLOCK else 0
 
-    def _shared_with_held(self, req: Request) -> int:
-        held = self.prefix_cache.longest(req.input_ids, req.hashes)[1] if self.prefix_cache.enabled else 0
-        return max(self._shared_with(self._live, req), min(held, len(req.input_ids) - 1))
-
-    def _kept_prefix(self, req: Request) -> PrefixKV | None:
-        """Keys/values for the longest head of ``req``'s prompt held by the prefix cache or by a running
-        request (every prompt token but the last, whose logits start the reply); sets ``cached_tokens``.
-        None: prefill the whole prompt."""
+    def _held_heads(self, req: Request) -> tuple[PrefixEntry | None, int, Request | None, int]:
+        """The best kept entry and the best running request for ``req``'s prompt, each with the length of
+        the head it holds, capped at every prompt token but the last (whose logits start the reply)."""
         limit = len(req.input_ids) - 1
         entry, from_entry = self.prefix_cache.longest(req.input_ids, req.hashes) if self.prefix_cache.enabled else (None, 0)
         twin, from_twin = self._live.longest(req.input_ids, req.hashes) if self.share_prefixes else (None, 0)
-        from_entry, from_twin = min(from_entry, limit), min(from_twin, limit)
+        return entry, min(from_entry, limit), twin, min(from_twin, limit)
+
+    def _shared_with_held(self, req: Request) -> int:
+        _, from_entry, _, from_twin = self._held_heads(req)
+        return max(from_entry, from_twin)
+
+    def _kept_prefix(self, req: Request) -> PrefixKV | None:
+        """Keys/values for the longest head of ``req``'s prompt held by the prefix cache or by a running
+        request; sets ``cached_tokens``. None: prefill the whole prompt."""
+        entry, from_entry, twin, from_twin = self._held_heads(req)
         if max(from_entry, from_twin) < BLOCK:
             return None
         if entry is not None and from_entry >= from_twin:
