@@ -116,7 +116,9 @@ class ChatAssembler:
             roles = [m.get("role") for m in messages]
             raise TemplateError(f"chat template failed to render messages with roles {roles}: {exc}") from exc
         if not isinstance(text, str):
-            raise TemplateError(f"apply_chat_template returned {type(text).__name__}, expected str; upgrade transformers")
+            raise TemplateError(
+                f"apply_chat_template returned {type(text).__name__}, expected str; upgrade transformers"
+            )
         return text
 
     def encode(self, text: str) -> list[int]:

@@ -66,7 +66,9 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
     action_space = UnicodeText()
     observation_space = MessageList()
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         """Seed ``np_random``; subclasses call this first, then return the opening messages and info."""
         super().reset(seed=seed)
         return [], {}
@@ -134,6 +136,7 @@ def restore_env(
         if (terminated or truncated) and index < len(actions) - 1:
             raise RolloutError(
                 f"replaying {type(base).__name__} ended after {index + 1} of {len(actions)} recorded turns: "
-                "the env is not deterministic given (seed, options, actions); set replayable = False or add snapshot()/restore()"
+                "the env is not deterministic given (seed, options, actions); set replayable = False or add "
+                "snapshot()/restore()"
             )
     return history

@@ -49,8 +49,6 @@ class RolloutBufferError(AgentRLError, RuntimeError):
     """The durable rollout buffer is corrupted or belongs to another model/tokenizer."""
 
 
-
-
 class CheckpointError(AgentRLError, RuntimeError):
     """A checkpoint is missing, corrupt, or belongs to another run/model."""
 

@@ -32,7 +32,9 @@ from agentrl.trajectory import Episode
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from ``n`` samples with ``c`` correct: 1 - C(n-c, k) / C(n, k)."""
     if not 0 <= c <= n or k < 1 or k > n:
-        raise ConfigError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}; draw at least k samples per task")
+        raise ConfigError(
+            f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}; draw at least k samples per task"
+        )
     if n - c < k:
         return 1.0
     # The product form avoids huge binomials (Chen et al. 2021, Figure 3).
@@ -74,7 +76,10 @@ class EvalReport:
     def summary(self) -> str:
         """One line: pass@k values, mean reward, task count and time."""
         passes = "  ".join(f"pass@{k} {v:.3f}" for k, v in self.pass_at_k.items())
-        return f"{passes}  mean reward {self.mean_reward:.3f}  ({self.num_tasks} tasks x {self.samples} samples, {self.duration_s:.0f} s)"
+        return (
+            f"{passes}  mean reward {self.mean_reward:.3f}  ({self.num_tasks} tasks x {self.samples} samples, "
+            f"{self.duration_s:.0f} s)"
+        )
 
     def write_json(self, path: str | Path) -> None:
         """Write the report (per-task results included) as JSON."""
@@ -82,23 +87,39 @@ class EvalReport:
         Path(path).write_text(json.dumps(asdict(self), indent=1), encoding="utf-8")
 
 
-def summarize(results: Sequence[TaskResult], ks: Sequence[int], samples: int, *, tokens: int = 0, duration_s: float = 0.0) -> EvalReport:
+def summarize(
+    results: Sequence[TaskResult], ks: Sequence[int], samples: int, *, tokens: int = 0, duration_s: float = 0.0
+) -> EvalReport:
     """Average unbiased pass@k over tasks (each task has ``samples`` samples)."""
     bad = [k for k in ks if k > samples]
     if bad:
-        raise ConfigError(f"pass@{bad[0]} needs at least {bad[0]} samples per task, got samples={samples}; raise --samples or lower --k")
-    scores = {str(k): float(np.mean([pass_at_k(len(r.successes), sum(r.successes), k) for r in results])) if results else 0.0 for k in ks}
+        raise ConfigError(
+            f"pass@{bad[0]} needs at least {bad[0]} samples per task, got samples={samples}; raise --samples or lower "
+            "--k"
+        )
+    scores = {
+        str(k): float(np.mean([pass_at_k(len(r.successes), sum(r.successes), k) for r in results])) if results else 0.0
+        for k in ks
+    }
     rewards = [x for r in results for x in r.rewards]
     return EvalReport(
-        samples=samples, pass_at_k=scores, mean_reward=float(np.mean(rewards)) if rewards else 0.0, num_tasks=len(results),
-        failed_episodes=sum(len(r.errors) for r in results), tokens_generated=tokens, duration_s=duration_s, tasks=list(results),
+        samples=samples,
+        pass_at_k=scores,
+        mean_reward=float(np.mean(rewards)) if rewards else 0.0,
+        num_tasks=len(results),
+        failed_episodes=sum(len(r.errors) for r in results),
+        tokens_generated=tokens,
+        duration_s=duration_s,
+        tasks=list(results),
     )
 
 
 async def _run_one(ctx: RunContext, envs: asyncio.Queue[MultiTurnEnv], task_id: str, index: int) -> Episode:
     env = await envs.get()
     try:
-        episode = make_episode(f"eval-{task_id}-{index}", task_id, f"eval-{task_id}", task_seed(task_id), "", ctx.engine.weight_version)
+        episode = make_episode(
+            f"eval-{task_id}-{index}", task_id, f"eval-{task_id}", task_seed(task_id), "", ctx.engine.weight_version
+        )
         return await EpisodeRunner(episode, env, ctx).run()
     finally:
         envs.put_nowait(env)
@@ -144,4 +165,6 @@ async def evaluate(
         finally:
             while not envs.empty():
                 envs.get_nowait().close()
-    return summarize(list(results.values()), ks, samples, tokens=metrics.tokens_generated, duration_s=time.perf_counter() - started)
+    return summarize(
+        list(results.values()), ks, samples, tokens=metrics.tokens_generated, duration_s=time.perf_counter() - started
+    )

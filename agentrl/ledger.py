@@ -16,7 +16,7 @@ def _difference(expected: str, actual: str) -> str:
     """A short description of where two texts first differ."""
     index = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
     start = max(0, index - 30)
-    return f"at char {index}: expected {expected[start:index + 40]!r}, template gives {actual[start:index + 40]!r}"
+    return f"at char {index}: expected {expected[start : index + 40]!r}, template gives {actual[start : index + 40]!r}"
 
 
 def _check_not_ending_with_assistant(messages: list[Message], method: str) -> None:
@@ -55,7 +55,9 @@ class TokenLedger:
     def start(self, messages: list[Message]) -> None:
         """Render the opening messages plus the generation prompt into the segment's prompt ids."""
         if self.segment.prompt_ids or self.segment.completion_ids or len(self.episode.segments) > 1:
-            raise RolloutError(f"episode {self.episode.episode_id!r} already has tokens; start() is called once per episode")
+            raise RolloutError(
+                f"episode {self.episode.episode_id!r} already has tokens; start() is called once per episode"
+            )
         opening = [dict(m) for m in messages]
         _check_not_ending_with_assistant(opening, "start")
         text = self.assembler.render(opening, add_generation_prompt=True)
@@ -68,7 +70,9 @@ class TokenLedger:
         if not self.segment.prompt_ids:
             raise RolloutError("append_sampled() before start(): render the opening messages first")
         if self.turn_ended:
-            raise RolloutError(f"turn {turn_index}: the previous turn was ended; call append_env(messages) before sampling again")
+            raise RolloutError(
+                f"turn {turn_index}: the previous turn was ended; call append_env(messages) before sampling again"
+            )
         if not len(ids) == len(logprobs) == len(versions):
             raise RolloutError(
                 f"turn {turn_index}: got {len(ids)} ids, {len(logprobs)} logprobs and {len(versions)} versions; "
@@ -76,7 +80,9 @@ class TokenLedger:
             )
         open_turn = self._open_turn_index()
         if turn_index < 0 or (open_turn is not None and open_turn != turn_index):
-            raise RolloutError(f"turn_index={turn_index} but the open turn is {open_turn}; use the open turn's index or end it first")
+            raise RolloutError(
+                f"turn_index={turn_index} but the open turn is {open_turn}; use the open turn's index or end it first"
+            )
         seg = self.segment
         seg.completion_ids.extend(int(i) for i in ids)
         seg.logprobs.extend(float(lp) for lp in logprobs)
@@ -112,12 +118,14 @@ class TokenLedger:
         new_text = self.assembler.render(history + new_messages, add_generation_prompt=True)
         glue, problem = self._turn_glue(gen_text, old_text)
         if problem is None and not new_text.startswith(old_text):
-            problem = ("the template re-renders earlier turns once new messages follow (e.g. Qwen3 strips <think> "
-                       f"from earlier assistant turns), {_difference(old_text, new_text)}")
+            problem = (
+                "the template re-renders earlier turns once new messages follow (e.g. Qwen3 strips <think> "
+                f"from earlier assistant turns), {_difference(old_text, new_text)}"
+            )
         if problem is not None:
             self._on_mismatch(problem, new_text)
         else:
-            self._append_template(glue + new_text[len(old_text):])
+            self._append_template(glue + new_text[len(old_text) :])
         history.extend(new_messages)
         self._gen_text_cache = (len(history), new_text)
 
@@ -158,18 +166,24 @@ class TokenLedger:
     def _turn_glue(self, gen_text: str, old_text: str) -> tuple[str, str | None]:
         """Template text between the sampled tokens and the next message, or a mismatch description."""
         if not old_text.startswith(gen_text):
-            return "", f"the rendered assistant turn does not start with the generation prompt, {_difference(gen_text, old_text)}"
+            return (
+                "",
+                "the rendered assistant turn does not start with the generation prompt, "
+                f"{_difference(gen_text, old_text)}",
+            )
         turn = self.current_turn_ids()
         content = self.decode_turn(turn)
-        rendered_turn = old_text[len(gen_text):]
+        rendered_turn = old_text[len(gen_text) :]
         if not rendered_turn.startswith(content):
-            return "", ("the template renders the assistant turn differently from what was sampled (e.g. it strips "
-                        f"or reformats <think>), {_difference(content, rendered_turn)}")
-        rest = rendered_turn[len(content):]
+            return "", (
+                "the template renders the assistant turn differently from what was sampled (e.g. it strips "
+                f"or reformats <think>), {_difference(content, rendered_turn)}"
+            )
+        rest = rendered_turn[len(content) :]
         if turn and turn[-1] in self.assembler.stop_token_ids:
             stop_text = self.assembler.decode([turn[-1]])
             if rest.startswith(stop_text):
-                return rest[len(stop_text):], None
+                return rest[len(stop_text) :], None
         # Ended by length, a stop string or another EOS: close the turn the template's way.
         return rest, None
 

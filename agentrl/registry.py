@@ -89,18 +89,31 @@ def _resolve_class_path(ref: str) -> ResolvedEnv:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise EnvNotFoundError(f"cannot import module {module_name!r} of env {ref!r}: {exc}. Check the module path (a 'module:Class' string) or install it") from exc
+        raise EnvNotFoundError(
+            f"cannot import module {module_name!r} of env {ref!r}: {exc}. Check the module path (a 'module:Class' "
+            "string) or install it"
+        ) from exc
     target = getattr(module, attr, None)
     if target is None and attr in gym.registry:  # Gymnasium's own 'module:Env-v0' syntax
         return _resolve_registered(attr)
     if target is None:
-        classes = [n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, MultiTurnEnv) and v is not MultiTurnEnv]
-        hint = did_you_mean(attr, classes) or (f" Env classes in {module_name}: {', '.join(sorted(classes))}." if classes else "")
+        classes = [
+            n
+            for n, v in vars(module).items()
+            if isinstance(v, type) and issubclass(v, MultiTurnEnv) and v is not MultiTurnEnv
+        ]
+        hint = did_you_mean(attr, classes) or (
+            f" Env classes in {module_name}: {', '.join(sorted(classes))}." if classes else ""
+        )
         raise EnvNotFoundError(f"module {module_name!r} has no attribute {attr!r} (env {ref!r}).{hint}")
     if isinstance(target, type) and not issubclass(target, MultiTurnEnv):
-        raise ConfigError(f"env {ref!r} is the class {target.__name__}, which does not subclass agentrl.MultiTurnEnv; subclass it")
+        raise ConfigError(
+            f"env {ref!r} is the class {target.__name__}, which does not subclass agentrl.MultiTurnEnv; subclass it"
+        )
     if not callable(target):
-        raise ConfigError(f"env {ref!r} is a {type(target).__name__}, not a MultiTurnEnv subclass; point env.id at a class")
+        raise ConfigError(
+            f"env {ref!r} is a {type(target).__name__}, not a MultiTurnEnv subclass; point env.id at a class"
+        )
     return ResolvedEnv(ref=ref, creator=target)
 
 
@@ -118,7 +131,10 @@ def _resolve_registered(env_id: str) -> ResolvedEnv:
     try:
         creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
     except (ImportError, AttributeError) as exc:
-        raise EnvNotFoundError(f"environment {env_id!r} is registered with entry point {spec.entry_point!r}, which cannot be loaded: {exc}; fix the entry point or the module it names") from exc
+        raise EnvNotFoundError(
+            f"environment {env_id!r} is registered with entry point {spec.entry_point!r}, which cannot be loaded: "
+            f"{exc}; fix the entry point or the module it names"
+        ) from exc
     return ResolvedEnv(ref=env_id, creator=creator, spec=spec)
 
 
@@ -162,7 +178,9 @@ def _build(resolved: ResolvedEnv, kwargs: dict[str, Any]) -> MultiTurnEnv:
     else:
         env = resolved.creator(**kwargs)
     if not isinstance(env, MultiTurnEnv):
-        raise ConfigError(f"env {resolved.ref!r} created a {type(env).__name__}, not an agentrl.MultiTurnEnv; subclass MultiTurnEnv")
+        raise ConfigError(
+            f"env {resolved.ref!r} created a {type(env).__name__}, not an agentrl.MultiTurnEnv; subclass MultiTurnEnv"
+        )
     return env
 
 
@@ -190,5 +208,7 @@ def list_envs(import_modules: Sequence[str] = DEFAULT_MODULES) -> list[EnvInfo]:
         doc = (cls.__doc__ or "").strip().splitlines()
         tools = tuple(getattr(t, "name", getattr(t, "__name__", str(t))) for t in cls.tools)
         entry = spec.entry_point if isinstance(spec.entry_point, str) else f"{cls.__module__}:{cls.__qualname__}"
-        infos.append(EnvInfo(id=env_id, entry_point=entry, summary=doc[0] if doc else "", max_turns=cls.max_turns, tools=tools))
+        infos.append(
+            EnvInfo(id=env_id, entry_point=entry, summary=doc[0] if doc else "", max_turns=cls.max_turns, tools=tools)
+        )
     return infos

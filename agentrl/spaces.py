@@ -22,9 +22,13 @@ ROLES = ("system", "user", "assistant", "tool")
 class UnicodeText(Space[str]):
     """Any Unicode string of ``min_length`` to ``max_length`` characters (no charset restriction)."""
 
-    def __init__(self, max_length: int = 1_000_000, *, min_length: int = 0, seed: int | np.random.Generator | None = None) -> None:
+    def __init__(
+        self, max_length: int = 1_000_000, *, min_length: int = 0, seed: int | np.random.Generator | None = None
+    ) -> None:
         if not 0 <= min_length <= max_length:
-            raise ValueError(f"UnicodeText needs 0 <= min_length <= max_length, got min_length={min_length}, max_length={max_length}")
+            raise ValueError(
+                f"UnicodeText needs 0 <= min_length <= max_length, got min_length={min_length}, max_length={max_length}"
+            )
         self.min_length = min_length
         self.max_length = max_length
         super().__init__(dtype=str, seed=seed)
@@ -56,7 +60,10 @@ class UnicodeText(Space[str]):
         return f"UnicodeText(min_length={self.min_length}, max_length={self.max_length})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, UnicodeText) and (other.min_length, other.max_length) == (self.min_length, self.max_length)
+        return isinstance(other, UnicodeText) and (other.min_length, other.max_length) == (
+            self.min_length,
+            self.max_length,
+        )
 
     def __hash__(self) -> int:
         return hash(("UnicodeText", self.min_length, self.max_length))

@@ -75,7 +75,10 @@ class Tool:
         parameters.setdefault("properties", {})
         parameters.setdefault("required", [])
         parameters.pop("additionalProperties", None)
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
+        }
 
     def call(self, arguments: dict[str, Any]) -> Any:
         """Validate ``arguments`` against the signature and call the function; ToolCallError on bad arguments."""
@@ -101,15 +104,21 @@ def as_tool(fn: Callable[..., Any] | Tool, *, name: str | None = None) -> Tool:
     if not callable(fn) or not tool_name.isidentifier():
         raise ConfigError(f"tool {fn!r} must be a named Python function; pass a def with type hints and a docstring")
     if not inspect.getdoc(fn):
-        raise ConfigError(f"tool {tool_name!r} has no docstring; add one: its first line becomes the tool description the model reads")
+        raise ConfigError(
+            f"tool {tool_name!r} has no docstring; add one: its first line becomes the tool description the model reads"
+        )
     description, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
     hints = get_type_hints(fn)
     fields: dict[str, Any] = {}
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ConfigError(f"tool {tool_name!r} takes *{param.name}; tools need named parameters so a schema can describe them")
+            raise ConfigError(
+                f"tool {tool_name!r} takes *{param.name}; tools need named parameters so a schema can describe them"
+            )
         if param.name not in hints:
-            raise ConfigError(f"tool {tool_name!r} parameter {param.name!r} has no type hint; annotate it (e.g. {param.name}: str)")
+            raise ConfigError(
+                f"tool {tool_name!r} parameter {param.name!r} has no type hint; annotate it (e.g. {param.name}: str)"
+            )
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (hints[param.name], Field(default, description=arg_docs.get(param.name)))
     model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
@@ -136,7 +145,9 @@ def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, Tool], 
         return f"Error: tool {name!r} raised {type(exc).__name__}: {exc}"
 
 
-def execute_tool_calls(text: str, tools: Sequence[Callable[..., Any] | Tool], *, max_chars: int = 10_000) -> list[Message]:
+def execute_tool_calls(
+    text: str, tools: Sequence[Callable[..., Any] | Tool], *, max_chars: int = 10_000
+) -> list[Message]:
     """Run every ``<tool_call>`` in ``text``; returns one tool message per call (errors included), [] if none."""
     by_name = {t.name: t for t in map(as_tool, tools)}
     messages: list[Message] = []
@@ -179,7 +190,10 @@ _PROBE_NAME = "agentrl_probe_tool_7f3a"
 
 def template_supports_tools(tokenizer: Any) -> bool:
     """True when the tokenizer's chat template renders a ``tools=`` list (probed with a sentinel tool)."""
-    probe = {"type": "function", "function": {"name": _PROBE_NAME, "description": "probe", "parameters": {"type": "object", "properties": {}}}}
+    probe = {
+        "type": "function",
+        "function": {"name": _PROBE_NAME, "description": "probe", "parameters": {"type": "object", "properties": {}}},
+    }
     try:
         text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[probe], tokenize=False)
     except Exception:  # noqa: BLE001 - any template failure on tools= means "no tool support"

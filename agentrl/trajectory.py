@@ -25,14 +25,22 @@ class TokenSegment(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prompt_ids: list[int] = Field(default_factory=list, description="Tokens of the opening messages (not trained).")
-    completion_ids: list[int] = Field(default_factory=list, description="Assistant and env tokens after the prompt, in order.")
-    logprobs: list[float] = Field(default_factory=list, description="Engine logprob per completion token (0 for env tokens).")
+    completion_ids: list[int] = Field(
+        default_factory=list, description="Assistant and env tokens after the prompt, in order."
+    )
+    logprobs: list[float] = Field(
+        default_factory=list, description="Engine logprob per completion token (0 for env tokens)."
+    )
     loss_mask: list[int] = Field(default_factory=list, description="1 on tokens the policy sampled, else 0.")
-    turn_ids: list[int] = Field(default_factory=list, description="Assistant turn index per token, -1 on env/template tokens.")
-    versions: list[int] = Field(default_factory=list, description="Policy version that sampled each token, -1 on env tokens.")
+    turn_ids: list[int] = Field(
+        default_factory=list, description="Assistant turn index per token, -1 on env/template tokens."
+    )
+    versions: list[int] = Field(
+        default_factory=list, description="Policy version that sampled each token, -1 on env tokens."
+    )
 
     @model_validator(mode="after")
-    def _aligned(self) -> "TokenSegment":
+    def _aligned(self) -> TokenSegment:
         n = len(self.completion_ids)
         lengths = {len(self.logprobs), len(self.loss_mask), len(self.turn_ids), len(self.versions)}
         if lengths != {n}:
@@ -61,10 +69,16 @@ class TurnRecord(BaseModel):
 
     index: int = Field(description="Assistant turn index k (0-based).")
     action: str = Field("", description="The assistant's decoded text for this turn (what env.step received).")
-    finish_reason: str | None = Field(None, description="Engine finish reason of the turn's last generation: stop, length or abort.")
-    reward: float | None = Field(None, description="Per-turn reward from env.step (None: not stepped yet or no reward).")
+    finish_reason: str | None = Field(
+        None, description="Engine finish reason of the turn's last generation: stop, length or abort."
+    )
+    reward: float | None = Field(
+        None, description="Per-turn reward from env.step (None: not stepped yet or no reward)."
+    )
     num_tokens: int = Field(0, description="Tokens the policy sampled in this turn.")
-    env_messages: list[dict[str, Any]] = Field(default_factory=list, description="Messages the env added after this turn.")
+    env_messages: list[dict[str, Any]] = Field(
+        default_factory=list, description="Messages the env added after this turn."
+    )
     info: dict[str, Any] = Field(default_factory=dict, description="JSON-able info returned by env.step.")
 
 
@@ -78,14 +92,28 @@ class Episode(BaseModel):
     group_id: str = Field(description="Episodes sharing a group id form one GRPO/GSPO group.")
     env_id: str = Field("", description="Registry id or module:Class of the environment.")
     seed: int | None = Field(None, description="Seed passed to env.reset (needed for replay).")
-    reset_options: dict[str, Any] = Field(default_factory=dict, description="Options passed to env.reset (needed for replay).")
-    messages: list[dict[str, Any]] = Field(default_factory=list, description="The chat so far, for inspection (never re-tokenized).")
-    segments: list[TokenSegment] = Field(default_factory=lambda: [TokenSegment()], description="Token rows; usually exactly one.")
+    reset_options: dict[str, Any] = Field(
+        default_factory=dict, description="Options passed to env.reset (needed for replay)."
+    )
+    messages: list[dict[str, Any]] = Field(
+        default_factory=list, description="The chat so far, for inspection (never re-tokenized)."
+    )
+    segments: list[TokenSegment] = Field(
+        default_factory=lambda: [TokenSegment()], description="Token rows; usually exactly one."
+    )
     turns: list[TurnRecord] = Field(default_factory=list, description="Assistant turns in order.")
-    status: EpisodeStatus = Field("running", description="running, partial (aborted mid-way, resumable), complete, truncated, failed.")
-    final_reward: float | None = Field(None, description="Outcome reward (sum of per-turn rewards unless the env says otherwise).")
-    reward_components: dict[str, float] = Field(default_factory=dict, description="Named reward parts from env info, for logging.")
-    env_snapshot: Any = Field(None, description="JSON-able env.snapshot() at the last turn boundary, when the env supports it.")
+    status: EpisodeStatus = Field(
+        "running", description="running, partial (aborted mid-way, resumable), complete, truncated, failed."
+    )
+    final_reward: float | None = Field(
+        None, description="Outcome reward (sum of per-turn rewards unless the env says otherwise)."
+    )
+    reward_components: dict[str, float] = Field(
+        default_factory=dict, description="Named reward parts from env info, for logging."
+    )
+    env_snapshot: Any = Field(
+        None, description="JSON-able env.snapshot() at the last turn boundary, when the env supports it."
+    )
     error: str | None = Field(None, description="Error text when status is failed.")
     resumed: int = Field(0, description="How many times this episode was resumed from a partial state.")
     created_version: int = Field(0, description="Policy version when the episode started.")

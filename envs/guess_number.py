@@ -27,7 +27,9 @@ class GuessNumber(MultiTurnEnv):
         self.config = GuessNumberConfig(max_value=max_value)
         self.target = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         super().reset(seed=seed)
         self.target = int(self.np_random.integers(1, self.config.max_value + 1))
         prompt = f"I picked a number from 1 to {self.config.max_value}. Guess it; answer with the number only."

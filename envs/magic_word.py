@@ -21,7 +21,9 @@ class MagicWordConfig(BaseModel):
     word: str = Field("please", min_length=1, description="The magic word the model is rewarded for saying.")
     turns: int = Field(1, ge=1, le=16, description="Assistant turns per episode (each earns its own reward).")
     num_tasks: int = Field(16, ge=1, description="Distinct task ids (prompt variants) in the task set.")
-    split: Literal["train", "test"] = Field("train", description="Task split: train or test (test uses other prompt variants).")
+    split: Literal["train", "test"] = Field(
+        "train", description="Task split: train or test (test uses other prompt variants)."
+    )
 
 
 def magic_word_reward(text: str, word: str) -> float:
@@ -42,7 +44,9 @@ class MagicWord(MultiTurnEnv):
     max_turns = 16
     config_model = MagicWordConfig
 
-    def __init__(self, word: str = "please", turns: int = 1, num_tasks: int = 16, split: Literal["train", "test"] = "train") -> None:
+    def __init__(
+        self, word: str = "please", turns: int = 1, num_tasks: int = 16, split: Literal["train", "test"] = "train"
+    ) -> None:
         self.config = MagicWordConfig(word=word, turns=turns, num_tasks=num_tasks, split=split)
         self.turn = 0
         self.task_id = ""
@@ -50,7 +54,9 @@ class MagicWord(MultiTurnEnv):
     def task_ids(self) -> list[str]:
         return [f"{self.config.split}-{i}" for i in range(self.config.num_tasks)]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         super().reset(seed=seed)
         self.turn = 0
         self.task_id = str((options or {}).get("task_id", f"seed-{seed}"))

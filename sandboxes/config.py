@@ -49,7 +49,8 @@ class DockerSandboxConfig(_LimitsConfig):
     )
     python: str = Field(default="python3", description="Python interpreter inside the image.")
     user: str = Field(
-        default="65534:65534", pattern=r"^[1-9][0-9]*(:[0-9]+)?$",
+        default="65534:65534",
+        pattern=r"^[1-9][0-9]*(:[0-9]+)?$",
         description="Numeric uid:gid the container runs as; root (0) is refused.",
     )
     workdir: str = Field(default="/sandbox", description="Writable tmpfs work dir (absent from the image).")

@@ -151,11 +151,22 @@ class DockerSandbox(Sandbox):
         }
         try:
             return self._client.containers.run(
-                cfg.image, ["sleep", "infinity"], detach=True, name=name, user=cfg.user,
-                network_mode=cfg.network_mode, read_only=True, tmpfs=tmpfs, cap_drop=["ALL"],
-                security_opt=["no-new-privileges"], pids_limit=cfg.max_processes,
-                mem_limit=cfg.memory_bytes, memswap_limit=cfg.memory_bytes, nano_cpus=int(cfg.cpus * 1e9),
-                environment=dict(cfg.env), labels={LABEL: "1", OWNER_LABEL: owner_tag(), **cfg.labels, **labels},
+                cfg.image,
+                ["sleep", "infinity"],
+                detach=True,
+                name=name,
+                user=cfg.user,
+                network_mode=cfg.network_mode,
+                read_only=True,
+                tmpfs=tmpfs,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                pids_limit=cfg.max_processes,
+                mem_limit=cfg.memory_bytes,
+                memswap_limit=cfg.memory_bytes,
+                nano_cpus=int(cfg.cpus * 1e9),
+                environment=dict(cfg.env),
+                labels={LABEL: "1", OWNER_LABEL: owner_tag(), **cfg.labels, **labels},
                 volumes={host: {"bind": inner, "mode": "ro"} for host, inner in cfg.volumes.items()},
             )
         except (docker.errors.DockerException, requests.RequestException) as exc:
@@ -164,15 +175,25 @@ class DockerSandbox(Sandbox):
     def _start_session(self) -> None:
         cfg = self.config
         server_cfg = {
-            "workdir": cfg.workdir, "max_output_bytes": cfg.max_output_bytes, "max_read_bytes": cfg.max_read_bytes,
-            "wipe_dirs": [cfg.workdir, "/tmp"], "kill_background": cfg.kill_background, "rlimits": {},
+            "workdir": cfg.workdir,
+            "max_output_bytes": cfg.max_output_bytes,
+            "max_read_bytes": cfg.max_read_bytes,
+            "wipe_dirs": [cfg.workdir, "/tmp"],
+            "kill_background": cfg.kill_background,
+            "rlimits": {},
         }
         env = {"HOME": cfg.workdir, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", **cfg.env}
         api = self._client.api
         try:
             exec_id = api.exec_create(
-                self._container.id, [cfg.python, "-I", "-c", SERVER_SOURCE, json.dumps(server_cfg)],
-                stdin=True, stdout=True, stderr=True, tty=False, user=cfg.user, workdir=cfg.workdir,
+                self._container.id,
+                [cfg.python, "-I", "-c", SERVER_SOURCE, json.dumps(server_cfg)],
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                user=cfg.user,
+                workdir=cfg.workdir,
                 environment=env,
             )["Id"]
             raw = api.exec_start(exec_id, socket=True)

@@ -100,8 +100,10 @@ class ProcessSandbox(Sandbox):
         # RLIMIT_NPROC counts every process of the uid, so leave room for the ones it already has.
         nproc = cfg.max_processes + _count_processes(uid)
         return {
-            "RLIMIT_AS": cfg.memory_bytes, "RLIMIT_NPROC": nproc,
-            "RLIMIT_FSIZE": cfg.max_file_bytes, "RLIMIT_CPU": cfg.cpu_time_s,
+            "RLIMIT_AS": cfg.memory_bytes,
+            "RLIMIT_NPROC": nproc,
+            "RLIMIT_FSIZE": cfg.max_file_bytes,
+            "RLIMIT_CPU": cfg.cpu_time_s,
         }
 
     def _isolate(self) -> None:
@@ -117,18 +119,33 @@ class ProcessSandbox(Sandbox):
         assert self._root_dir is not None
         tmp = os.path.join(self._root_dir, "tmp")
         server_cfg = {
-            "workdir": self.workdir, "max_output_bytes": self.config.max_output_bytes,
-            "max_read_bytes": self.config.max_read_bytes, "wipe_dirs": [self.workdir, tmp],
-            "kill_background": self.config.kill_background, "rlimits": self._rlimits(),
+            "workdir": self.workdir,
+            "max_output_bytes": self.config.max_output_bytes,
+            "max_read_bytes": self.config.max_read_bytes,
+            "wipe_dirs": [self.workdir, tmp],
+            "kill_background": self.config.kill_background,
+            "rlimits": self._rlimits(),
         }
-        env = {"PATH": SAFE_PATH, "HOME": self.workdir, "TMPDIR": tmp, "LANG": "C.UTF-8",
-               "PYTHONIOENCODING": "utf-8", **self.config.env}
+        env = {
+            "PATH": SAFE_PATH,
+            "HOME": self.workdir,
+            "TMPDIR": tmp,
+            "LANG": "C.UTF-8",
+            "PYTHONIOENCODING": "utf-8",
+            **self.config.env,
+        }
         log = open(os.path.join(self._root_dir, "server.log"), "ab")
         try:
             self._proc = subprocess.Popen(
                 [self._python, "-I", "-c", SERVER_SOURCE, json.dumps(server_cfg)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.workdir, env=env,
-                start_new_session=True, preexec_fn=self._isolate, bufsize=0,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,
+                preexec_fn=self._isolate,
+                bufsize=0,
             )
         except OSError as exc:
             raise SandboxStartError(f"could not start {self._python} for a process sandbox: {exc}") from exc
@@ -137,7 +154,10 @@ class ProcessSandbox(Sandbox):
         assert self._proc.stdin is not None and self._proc.stdout is not None
         limit = max_frame_bytes(self.config.max_output_bytes, self.config.max_read_bytes)
         self._channel = FrameChannel(
-            self._proc.stdout.fileno(), self._proc.stdin.fileno(), docker_mux=False, max_frame_bytes=limit,
+            self._proc.stdout.fileno(),
+            self._proc.stdin.fileno(),
+            docker_mux=False,
+            max_frame_bytes=limit,
             keepalive=self._proc,
         )
         try:

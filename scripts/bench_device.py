@@ -27,9 +27,33 @@ from typing import Any
 import torch
 
 SHAPES: dict[str, dict[str, int]] = {
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=128, vocab_size=2052),
-    "qwen3-0.6b": dict(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128, intermediate_size=3072, vocab_size=151936),
-    "qwen3-1.7b": dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128, intermediate_size=6144, vocab_size=151936),
+    "tiny": dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        intermediate_size=128,
+        vocab_size=2052,
+    ),
+    "qwen3-0.6b": dict(
+        hidden_size=1024,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=3072,
+        vocab_size=151936,
+    ),
+    "qwen3-1.7b": dict(
+        hidden_size=2048,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=6144,
+        vocab_size=151936,
+    ),
 }
 # dense bf16 peak FLOP/s by device name (vendor datasheets); MFU is left out for unknown devices
 PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 70e12, "L4": 121e12}
@@ -54,10 +78,12 @@ def decode_bench(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespac
     """Engine vs generate() tokens/s at batch x new tokens, and the engine's logprob gap to an HF forward."""
     from agentrl.config.sections import EngineConfig
     from agentrl.engines.base import SamplingParams
-    from agentrl.engines.embedded import EmbeddedEngine
+    from agentrl.engines.embedded.engine import EmbeddedEngine
 
     vocab = model.config.vocab_size
-    prompts = torch.randint(0, vocab, (args.batch, args.prompt_tokens), generator=torch.Generator().manual_seed(1)).to(args.device)
+    prompts = torch.randint(0, vocab, (args.batch, args.prompt_tokens), generator=torch.Generator().manual_seed(1)).to(
+        args.device
+    )
     kwargs = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, pad_token_id=0)
     model.generate(prompts[:, :8], max_new_tokens=4, min_new_tokens=4, **kwargs)  # warm-up
     _sync(args.device)
@@ -66,11 +92,17 @@ def decode_bench(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespac
     _sync(args.device)
     hf_tps = args.batch * args.new_tokens / (time.perf_counter() - started)
 
-    engine = EmbeddedEngine(model, tokenizer, EngineConfig(max_batch_size=args.batch, max_seq_len=args.prompt_tokens + args.new_tokens + 8, seed=0))
+    engine = EmbeddedEngine(
+        model,
+        tokenizer,
+        EngineConfig(max_batch_size=args.batch, max_seq_len=args.prompt_tokens + args.new_tokens + 8, seed=0),
+    )
     sampling = SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True)
 
     async def run() -> tuple[float, Any]:
-        await asyncio.gather(*(engine.generate(p[:8], SamplingParams(max_new_tokens=4, ignore_eos=True)) for p in prompts.tolist()))
+        await asyncio.gather(
+            *(engine.generate(p[:8], SamplingParams(max_new_tokens=4, ignore_eos=True)) for p in prompts.tolist())
+        )
         begun = time.perf_counter()
         results = await asyncio.gather(*(engine.generate(p, sampling) for p in prompts.tolist()))
         _sync(args.device)
@@ -82,13 +114,22 @@ def decode_bench(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespac
         asyncio.run(engine.close())
     prompt = prompts[0].tolist()
     with torch.no_grad():
-        logits = model(torch.tensor([prompt + first.output_ids], device=args.device)).logits[0, len(prompt) - 1 : -1].float()
-    ref = torch.log_softmax(logits, -1).gather(1, torch.tensor(first.output_ids, device=args.device)[:, None]).squeeze(1)
+        logits = (
+            model(torch.tensor([prompt + first.output_ids], device=args.device)).logits[0, len(prompt) - 1 : -1].float()
+        )
+    ref = (
+        torch.log_softmax(logits, -1).gather(1, torch.tensor(first.output_ids, device=args.device)[:, None]).squeeze(1)
+    )
     gap = (torch.tensor(first.logprobs, device=args.device) - ref).abs()
     return {
-        "batch": args.batch, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-        "hf_generate_tok_s": hf_tps, "embedded_tok_s": engine_tps, "speedup": engine_tps / hf_tps,
-        "lean_forward": engine.runner.lean is not None, "logprob_gap_vs_hf_forward": {"max": gap.max().item(), "mean": gap.mean().item()},
+        "batch": args.batch,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "hf_generate_tok_s": hf_tps,
+        "embedded_tok_s": engine_tps,
+        "speedup": engine_tps / hf_tps,
+        "lean_forward": engine.runner.lean is not None,
+        "logprob_gap_vs_hf_forward": {"max": gap.max().item(), "mean": gap.mean().item()},
     }
 
 
@@ -112,9 +153,23 @@ def train_bench(args: argparse.Namespace) -> dict[str, Any]:
         ids = torch.randint(0, lm.config.vocab_size, (args.train_seq,), generator=gen).tolist()
         mask = [t >= 63 for t in range(args.train_seq - 1)]
         adv = 1.0 if i % 2 == 0 else -1.0
-        rows.append(TrainRow(ids, [-5.0 if m else 0.0 for m in mask], mask, [0 if m else -1 for m in mask], [adv if m else 0.0 for m in mask], i))
-    updater = PolicyUpdater(PolicyLogprobs(lm), AlgorithmConfig(), TrainerConfig(lr=1e-6, mini_batches=1, micro_batch_tokens=args.micro_batch_tokens),
-                            temperature=1.0, total_steps=10)
+        rows.append(
+            TrainRow(
+                ids,
+                [-5.0 if m else 0.0 for m in mask],
+                mask,
+                [0 if m else -1 for m in mask],
+                [adv if m else 0.0 for m in mask],
+                i,
+            )
+        )
+    updater = PolicyUpdater(
+        PolicyLogprobs(lm),
+        AlgorithmConfig(),
+        TrainerConfig(lr=1e-6, mini_batches=1, micro_batch_tokens=args.micro_batch_tokens),
+        temperature=1.0,
+        total_steps=10,
+    )
 
     def step() -> float:
         fresh = [TrainRow(r.input_ids, list(r.logp_old), r.mask, r.turn_ids, r.adv, r.episode_index) for r in rows]
@@ -129,7 +184,13 @@ def train_bench(args: argparse.Namespace) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats()
     seconds = min(step() for _ in range(args.train_repeats))
     tokens = args.train_batch * args.train_seq
-    out: dict[str, Any] = {"params": params, "batch": args.train_batch, "seq": args.train_seq, "step_s": seconds, "tokens_per_s": tokens / seconds}
+    out: dict[str, Any] = {
+        "params": params,
+        "batch": args.train_batch,
+        "seq": args.train_seq,
+        "step_s": seconds,
+        "tokens_per_s": tokens / seconds,
+    }
     peak = next((v for k, v in PEAK_BF16.items() if k in _device_name(args.device)), None)
     out["mfu"] = 6 * params * out["tokens_per_s"] / peak if peak else None
     out["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9 if args.device.startswith("cuda") else None
@@ -137,7 +198,9 @@ def train_bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _device_name(device: str) -> str:
-    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else platform.processor() or "cpu"
+    return (
+        torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else platform.processor() or "cpu"
+    )
 
 
 def main() -> None:
@@ -159,7 +222,12 @@ def main() -> None:
 
     tokenizer = build_tokenizer()
     engine_dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
-    report: dict[str, Any] = {"device": _device_name(args.device), "torch": torch.__version__, "shape": args.shape, "engine_dtype": str(engine_dtype)}
+    report: dict[str, Any] = {
+        "device": _device_name(args.device),
+        "torch": torch.__version__,
+        "shape": args.shape,
+        "engine_dtype": str(engine_dtype),
+    }
     model = build_model(args.shape, engine_dtype, args.device)
     report["decode"] = decode_bench(model, tokenizer, args)
     del model

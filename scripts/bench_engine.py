@@ -32,9 +32,8 @@ import torch
 
 from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.engines.sglang_http import SGLangEngine
-
 
 CPU_S: dict[str, float] = {}  # contender -> process CPU seconds of its last timed run
 
@@ -50,7 +49,9 @@ def hf_generate_tps(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: i
     return (out.shape[1] - prompts.shape[1]) * prompts.shape[0] / elapsed
 
 
-async def engine_tps(engine: object, prompts: list[list[int]], params: list[SamplingParams], static_batch: int | None = None) -> float:
+async def engine_tps(
+    engine: object, prompts: list[list[int]], params: list[SamplingParams], static_batch: int | None = None
+) -> float:
     """Tokens/s for all requests at once (continuous) or in static chunks that wait for their slowest.
 
     The warm-up sends as many concurrent requests as the run will, so an HTTP client has its keep-alive
@@ -64,16 +65,24 @@ async def engine_tps(engine: object, prompts: list[list[int]], params: list[Samp
     chunk = static_batch or len(prompts)
     total = 0
     for i in range(0, len(prompts), chunk):
-        results = await asyncio.gather(*(engine.generate(p, s) for p, s in zip(prompts[i : i + chunk], params[i : i + chunk])))
+        results = await asyncio.gather(
+            *(engine.generate(p, s) for p, s in zip(prompts[i : i + chunk], params[i : i + chunk]))
+        )
         total += sum(len(r.output_ids) for r in results)
     elapsed = time.perf_counter() - started
     CPU_S["engine"] = time.process_time() - cpu_started
     if scheduler:  # forward passes: a load-independent view of the batching policy
-        FORWARDS[static_batch or 0] = (scheduler.prefills - before[0], scheduler.steps - before[1], scheduler.forwards - before[2])
+        FORWARDS[static_batch or 0] = (
+            scheduler.prefills - before[0],
+            scheduler.steps - before[1],
+            scheduler.forwards - before[2],
+        )
     return total / elapsed
 
 
-FORWARDS: dict[int, tuple[int, int, int]] = {}  # static batch (0 = continuous) -> passes that admitted, that decoded, in all
+FORWARDS: dict[
+    int, tuple[int, int, int]
+] = {}  # static batch (0 = continuous) -> passes that admitted, that decoded, in all
 LEAN: dict[str, object] = {}  # whether the engine ran the lean forward, or why not
 
 
@@ -111,7 +120,9 @@ def multi_turn_round(model_dir: Path, args: argparse.Namespace, vocab: int) -> d
     """The same multi-turn workload with the prefix cache on and off (fresh engines, same seed)."""
     out: dict[str, float] = {}
     for name, budget in (("prefix_cache", 65536), ("no_prefix_cache", 0)):
-        engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_batch_size=args.batch, seed=0, prefix_cache_tokens=budget))
+        engine = EmbeddedEngine.from_pretrained(
+            model_dir, config=EngineConfig(max_batch_size=args.batch, seed=0, prefix_cache_tokens=budget)
+        )
         try:
             tps, cached = asyncio.run(multi_turn_tps(engine, args.batch, args.turns, vocab, seed=2))
         finally:
@@ -125,7 +136,9 @@ async def shared_head_tps(engine: EmbeddedEngine, prompts: list[list[int]], new_
     warm = SamplingParams(max_new_tokens=2, ignore_eos=True)
     await engine.generate([7] * 4, warm)
     started = time.perf_counter()
-    results = await asyncio.gather(*(engine.generate(p, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)) for p in prompts))
+    results = await asyncio.gather(
+        *(engine.generate(p, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)) for p in prompts)
+    )
     elapsed = time.perf_counter() - started
     return sum(len(r.output_ids) for r in results) / elapsed, sum(r.cached_tokens for r in results)
 
@@ -152,7 +165,24 @@ def start_server(model_dir: Path, threads: int, max_batch: int) -> tuple[subproc
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(model_dir), "--port", str(port), "--threads", str(threads), "--max-batch-size", str(max_batch), "--device", "cpu", "--dtype", "float32"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentrl.cli.main",
+        "serve",
+        "--model",
+        str(model_dir),
+        "--port",
+        str(port),
+        "--threads",
+        str(threads),
+        "--max-batch-size",
+        str(max_batch),
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), f"http://127.0.0.1:{port}"
 
 
@@ -177,7 +207,9 @@ def _cpu_model() -> str:
     return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), platform.processor())
 
 
-def measure_round(engine: EmbeddedEngine, url: str, args: argparse.Namespace, prompts_t: torch.Tensor, mixed: tuple[list, list]) -> dict[str, float]:
+def measure_round(
+    engine: EmbeddedEngine, url: str, args: argparse.Namespace, prompts_t: torch.Tensor, mixed: tuple[list, list]
+) -> dict[str, float]:
     """One round of every contender, back to back (rounds alternate so load drift hits all alike)."""
     fixed = [SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True)] * args.batch
     prompts, params = mixed
@@ -201,14 +233,33 @@ def summarise(rounds: list[dict[str, float]]) -> dict[str, object]:
     """Best-of-rounds throughputs (the least disturbed run on a shared machine) and their ratios."""
     best = {k: max(r[k] for r in rounds) for k in rounds[0]}
     return {
-        "decode_batch16": {"hf_generate_tok_s": best["hf_generate"], "embedded_tok_s": best["embedded_batch"], "speedup": best["embedded_batch"] / best["hf_generate"]},
-        "decode_batch16_per_cpu_s": {"hf_generate_tok": best["hf_generate_cpu"], "embedded_tok": best["embedded_batch_cpu"], "speedup": best["embedded_batch_cpu"] / best["hf_generate_cpu"]},
+        "decode_batch16": {
+            "hf_generate_tok_s": best["hf_generate"],
+            "embedded_tok_s": best["embedded_batch"],
+            "speedup": best["embedded_batch"] / best["hf_generate"],
+        },
+        "decode_batch16_per_cpu_s": {
+            "hf_generate_tok": best["hf_generate_cpu"],
+            "embedded_tok": best["embedded_batch_cpu"],
+            "speedup": best["embedded_batch_cpu"] / best["hf_generate_cpu"],
+        },
         "lean_forward": LEAN,
-        "mixed_64": {"continuous_tok_s": best["continuous"], "static_tok_s": best["static"], "speedup": best["continuous"] / best["static"]},
-        "http_vs_in_process": {"http_tok_s": best["http"], "in_process_tok_s": best["continuous"], "ratio": best["http"] / best["continuous"]},
+        "mixed_64": {
+            "continuous_tok_s": best["continuous"],
+            "static_tok_s": best["static"],
+            "speedup": best["continuous"] / best["static"],
+        },
+        "http_vs_in_process": {
+            "http_tok_s": best["http"],
+            "in_process_tok_s": best["continuous"],
+            "ratio": best["http"] / best["continuous"],
+        },
         "rounds": rounds,
         # a pass that decodes running rows and admits new ones counts as both
-        "forward_passes_mixed_64": {("continuous" if k == 0 else f"static_{k}"): {"admitting": p, "decoding": d, "total": t} for k, (p, d, t) in FORWARDS.items()},
+        "forward_passes_mixed_64": {
+            ("continuous" if k == 0 else f"static_{k}"): {"admitting": p, "decoding": d, "total": t}
+            for k, (p, d, t) in FORWARDS.items()
+        },
     }
 
 
@@ -221,7 +272,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--turns", type=int, default=4, help="turns per multi-turn episode")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the best of each is reported")
-    parser.add_argument("--hf-forward", action="store_true", help="run the in-process engine on HF's forward (A/B of the lean path)")
+    parser.add_argument(
+        "--hf-forward", action="store_true", help="run the in-process engine on HF's forward (A/B of the lean path)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -250,21 +303,44 @@ def main() -> None:
     multi = [multi_turn_round(model_dir, args, vocab) for _ in range(args.rounds)]
     best_on, best_off = max(r["prefix_cache_tok_s"] for r in multi), max(r["no_prefix_cache_tok_s"] for r in multi)
     shared = [shared_head_round(model_dir, args, vocab) for _ in range(args.rounds)]
-    report: dict[str, object] = {"model": str(model_dir), "params": sum(p.numel() for p in engine.runner.model.parameters()), **summarise(rounds)}
+    report: dict[str, object] = {
+        "model": str(model_dir),
+        "params": sum(p.numel() for p in engine.runner.model.parameters()),
+        **summarise(rounds),
+    }
     best_share, best_plain = max(r["sharing_tok_s"] for r in shared), max(r["no_sharing_tok_s"] for r in shared)
     report["shared_head"] = {
-        "requests": 32, "head_tokens": 512, "task_tokens": 32, "group_size": 4, "new_tokens": 32,
-        "sharing_tok_s": best_share, "no_sharing_tok_s": best_plain, "speedup": best_share / best_plain,
-        "copied_prompt_tokens": shared[0]["sharing_copied_prompt_tokens"], "rounds": shared,
+        "requests": 32,
+        "head_tokens": 512,
+        "task_tokens": 32,
+        "group_size": 4,
+        "new_tokens": 32,
+        "sharing_tok_s": best_share,
+        "no_sharing_tok_s": best_plain,
+        "speedup": best_share / best_plain,
+        "copied_prompt_tokens": shared[0]["sharing_copied_prompt_tokens"],
+        "rounds": shared,
     }
     report["multi_turn"] = {
-        "episodes": args.batch, "turns": args.turns, "prompt_tokens": 256, "reply_tokens": 32, "observation_tokens": 48,
-        "prefix_cache_tok_s": best_on, "no_prefix_cache_tok_s": best_off, "speedup": best_on / best_off,
-        "cached_prompt_tokens": multi[0]["prefix_cache_cached_prompt_tokens"], "rounds": multi,
+        "episodes": args.batch,
+        "turns": args.turns,
+        "prompt_tokens": 256,
+        "reply_tokens": 32,
+        "observation_tokens": 48,
+        "prefix_cache_tok_s": best_on,
+        "no_prefix_cache_tok_s": best_off,
+        "speedup": best_on / best_off,
+        "cached_prompt_tokens": multi[0]["prefix_cache_cached_prompt_tokens"],
+        "rounds": multi,
     }
     report["machine"] = {
-        "platform": platform.platform(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
-        "torch_threads": args.threads, "load_avg_1m": os.getloadavg()[0], "device": "cpu",
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": args.threads,
+        "load_avg_1m": os.getloadavg()[0],
+        "device": "cpu",
     }
     text = json.dumps(report, indent=2)
     print(text)

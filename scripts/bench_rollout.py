@@ -22,7 +22,7 @@ from typing import Any
 
 from agentrl.config.sections import EngineConfig, RolloutConfig
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.env import MultiTurnEnv, StepResult, user
 from agentrl.rollout.dataset import TaskDataset
 from agentrl.rollout.orchestrator import RolloutOrchestrator
@@ -33,7 +33,15 @@ class LengthEnv(MultiTurnEnv):
     """A trivial env whose tasks fix each reply's length via info['max_new_tokens']: lognormal around
     ``median`` plus a ``tail`` fraction at ``cap_ratio`` x the median (drawn per task id)."""
 
-    def __init__(self, num_tasks: int = 512, turns: int = 1, median: int = 24, sigma: float = 0.9, cap_ratio: float = 8.0, tail: float = 0.08) -> None:
+    def __init__(
+        self,
+        num_tasks: int = 512,
+        turns: int = 1,
+        median: int = 24,
+        sigma: float = 0.9,
+        cap_ratio: float = 8.0,
+        tail: float = 0.08,
+    ) -> None:
         self.turns, self.num_tasks, self.tail = turns, num_tasks, tail
         self.median, self.sigma, self.cap = median, sigma, int(median * cap_ratio)
         self.max_turns = turns
@@ -43,7 +51,9 @@ class LengthEnv(MultiTurnEnv):
     def task_ids(self) -> list[str]:
         return [f"t{i}" for i in range(self.num_tasks)]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         super().reset(seed=seed)
         rng = random.Random((options or {}).get("task_id", "t0"))
         drawn = self.median * math.exp(rng.gauss(0.0, self.sigma)) if self.sigma else self.median
@@ -58,10 +68,14 @@ class LengthEnv(MultiTurnEnv):
         return [user("more")], 1.0, self.count >= self.turns, False, {"max_new_tokens": self.length}
 
 
-async def _collect(engine: EmbeddedEngine, tokenizer: Any, cfg: RolloutConfig, env_kwargs: dict[str, Any], steps: int) -> tuple[list[float], list[Episode], float]:
+async def _collect(
+    engine: EmbeddedEngine, tokenizer: Any, cfg: RolloutConfig, env_kwargs: dict[str, Any], steps: int
+) -> tuple[list[float], list[Episode], float]:
     """Per-step wall times, the trained episodes, and all tokens generated (in-flight ones too)."""
     env = lambda: LengthEnv(**env_kwargs)  # noqa: E731
-    orch = RolloutOrchestrator(engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), seed=cfg.seed), buffer=None)
+    orch = RolloutOrchestrator(
+        engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), seed=cfg.seed), buffer=None
+    )
     times, episodes, generated = [], [], 0.0
     for step in range(1, steps + 1):
         started = time.perf_counter()
@@ -80,10 +94,21 @@ async def partial_vs_sync(engine: EmbeddedEngine, tokenizer: Any, steps: int, me
     hits both alike; each mode draws the same task sequence (same dataset seed).
     """
     env_kwargs = {"median": median, "sigma": 0.8, "cap_ratio": 8.0, "tail": 0.08}  # lognormal body, 8% of replies at 8x
-    base = {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": median * 8, "max_episode_tokens": median * 8 + 64, "concurrency": 8}
+    base = {
+        "group_size": 4,
+        "prompts_per_step": 4,
+        "max_new_tokens": median * 8,
+        "max_episode_tokens": median * 8 + 64,
+        "concurrency": 8,
+    }
     env = lambda: LengthEnv(**env_kwargs)  # noqa: E731
     modes = {"sync": {"partial_rollout": False}, "partial": {"partial_rollout": True, "over_sample": 2.0}}
-    orchs = {m: RolloutOrchestrator(engine, env, tokenizer, RolloutConfig(**base, **x), dataset=TaskDataset.from_env(env()), buffer=None) for m, x in modes.items()}
+    orchs = {
+        m: RolloutOrchestrator(
+            engine, env, tokenizer, RolloutConfig(**base, **x), dataset=TaskDataset.from_env(env()), buffer=None
+        )
+        for m, x in modes.items()
+    }
     times: dict[str, list[float]] = {m: [] for m in modes}
     lengths: dict[str, list[int]] = {m: [] for m in modes}
     generated = dict.fromkeys(modes, 0.0)
@@ -98,9 +123,13 @@ async def partial_vs_sync(engine: EmbeddedEngine, tokenizer: Any, steps: int, me
     for mode, orch in orchs.items():
         await orch.close()
         done = sorted(lengths[mode])
-        out[mode] = {"step_s": [round(t, 3) for t in times[mode]], "mean_step_s": sum(times[mode]) / steps,
-                     "trained_median_tokens": done[len(done) // 2], "trained_max_tokens": done[-1],
-                     "generated_tokens_per_s": generated[mode] / sum(times[mode])}
+        out[mode] = {
+            "step_s": [round(t, 3) for t in times[mode]],
+            "mean_step_s": sum(times[mode]) / steps,
+            "trained_median_tokens": done[len(done) // 2],
+            "trained_max_tokens": done[-1],
+            "generated_tokens_per_s": generated[mode] / sum(times[mode]),
+        }
     out["ratio_partial_over_sync"] = out["partial"]["mean_step_s"] / out["sync"]["mean_step_s"]
     out["target"] = "<= 0.6"
     return out
@@ -108,9 +137,12 @@ async def partial_vs_sync(engine: EmbeddedEngine, tokenizer: Any, steps: int, me
 
 async def _engine_alone(engine: EmbeddedEngine, episodes: list[Episode]) -> float:
     """Replay every turn's generate call (same input, same output length), episodes concurrent."""
+
     async def one(ep: Episode) -> int:
         seg, done = ep.segment, 0
-        starts = [i for i, (t, m) in enumerate(zip(seg.turn_ids, seg.loss_mask)) if m and (i == 0 or seg.turn_ids[i - 1] != t)]
+        starts = [
+            i for i, (t, m) in enumerate(zip(seg.turn_ids, seg.loss_mask)) if m and (i == 0 or seg.turn_ids[i - 1] != t)
+        ]
         for start in starts:
             n = next((j for j in range(start, len(seg.loss_mask)) if not seg.loss_mask[j]), len(seg.loss_mask)) - start
             params = SamplingParams(max_new_tokens=n, temperature=1.0, ignore_eos=True)
@@ -129,7 +161,14 @@ async def overhead(engine: EmbeddedEngine, tokenizer: Any, median: int, repeats:
     Runs alternate ``repeats`` times; the median of the per-pair ratios is the result: on a shared
     machine other processes' load, not the code under test, dominates single-run noise.
     """
-    cfg = RolloutConfig(group_size=4, prompts_per_step=8, partial_rollout=False, max_new_tokens=median, max_episode_tokens=1024, concurrency=8)
+    cfg = RolloutConfig(
+        group_size=4,
+        prompts_per_step=8,
+        partial_rollout=False,
+        max_new_tokens=median,
+        max_episode_tokens=1024,
+        concurrency=8,
+    )
     env_kwargs = {"median": median, "sigma": 0.0, "turns": 3}
     await _collect(engine, tokenizer, cfg, env_kwargs, 1)  # warm-up
     orch_runs, engine_runs, tokens = [], [], 0
@@ -140,9 +179,15 @@ async def overhead(engine: EmbeddedEngine, tokenizer: Any, median: int, repeats:
         orch_runs.append(tokens / (time.perf_counter() - started))
         engine_runs.append(await _engine_alone(engine, episodes))
     ratios = sorted(o / e for o, e in zip(orch_runs, engine_runs))
-    return {"episodes": len(episodes), "tokens_per_run": tokens, "orchestrator_tok_s": [round(x, 1) for x in orch_runs],
-            "engine_alone_tok_s": [round(x, 1) for x in engine_runs], "ratio_median": ratios[len(ratios) // 2],
-            "ratio_of_best": max(orch_runs) / max(engine_runs), "target": ">= 0.9"}
+    return {
+        "episodes": len(episodes),
+        "tokens_per_run": tokens,
+        "orchestrator_tok_s": [round(x, 1) for x in orch_runs],
+        "engine_alone_tok_s": [round(x, 1) for x in engine_runs],
+        "ratio_median": ratios[len(ratios) // 2],
+        "ratio_of_best": max(orch_runs) / max(engine_runs),
+        "target": ">= 0.9",
+    }
 
 
 def suppress_end_of_turn(engine: EmbeddedEngine) -> None:
@@ -152,7 +197,9 @@ def suppress_end_of_turn(engine: EmbeddedEngine) -> None:
 
     model = engine.runner.model
     head = model.get_output_embeddings()
-    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True, dtype=head.weight.dtype, device=head.weight.device)
+    biased = torch.nn.Linear(
+        head.in_features, head.out_features, bias=True, dtype=head.weight.dtype, device=head.weight.device
+    )
     biased.weight = head.weight  # shared: weight updates and tying keep working
     with torch.no_grad():
         biased.bias.zero_()
@@ -174,8 +221,11 @@ async def main() -> None:
         model_dir = make_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_seq_len=2048, max_batch_size=64))
     suppress_end_of_turn(engine)
-    result = {"model": str(model_dir), "partial_vs_sync": await partial_vs_sync(engine, engine.tokenizer, args.steps, args.median),
-              "overhead": await overhead(engine, engine.tokenizer, args.median)}
+    result = {
+        "model": str(model_dir),
+        "partial_vs_sync": await partial_vs_sync(engine, engine.tokenizer, args.steps, args.median),
+        "overhead": await overhead(engine, engine.tokenizer, args.median),
+    }
     await engine.close()
     print(json.dumps(result, indent=2))
 

@@ -22,8 +22,12 @@ def percentiles_ms(samples_s: list[float]) -> dict[str, float]:
     """p50/p90/mean of a list of seconds, in milliseconds."""
     ordered = sorted(samples_s)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3  # noqa: E731
-    return {"p50_ms": round(pick(0.5), 3), "p90_ms": round(pick(0.9), 3),
-            "mean_ms": round(statistics.fmean(ordered) * 1e3, 3), "n": len(ordered)}
+    return {
+        "p50_ms": round(pick(0.5), 3),
+        "p90_ms": round(pick(0.9), 3),
+        "mean_ms": round(statistics.fmean(ordered) * 1e3, 3),
+        "n": len(ordered),
+    }
 
 
 def time_calls(fn: Callable[[], object], n: int) -> list[float]:

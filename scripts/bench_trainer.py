@@ -26,8 +26,14 @@ def build_model(kind: str) -> torch.nn.Module:
     """A random-weight Llama-architecture LM: SmolLM2-135M's shape, or a narrow one with the same vocab."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    shape = {"smollm2": dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536),
-             "small": dict(hidden_size=192, num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=1, intermediate_size=512)}[kind]
+    shape = {
+        "smollm2": dict(
+            hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536
+        ),
+        "small": dict(
+            hidden_size=192, num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=1, intermediate_size=512
+        ),
+    }[kind]
     config = LlamaConfig(vocab_size=49152, tie_word_embeddings=True, max_position_embeddings=2048, **shape)
     torch.manual_seed(0)
     return LlamaForCausalLM(config).float()
@@ -62,8 +68,13 @@ def _ours(lm: torch.nn.Module, rows: list[Any], old_logprobs: str, mini_batches:
 
     _checkpointing(lm)
     lm.train()
-    updater = PolicyUpdater(PolicyLogprobs(lm), AlgorithmConfig(old_logprobs=old_logprobs),
-                            TrainerConfig(lr=1e-6, mini_batches=mini_batches), temperature=1.0, total_steps=10)
+    updater = PolicyUpdater(
+        PolicyLogprobs(lm),
+        AlgorithmConfig(old_logprobs=old_logprobs),
+        TrainerConfig(lr=1e-6, mini_batches=mini_batches),
+        temperature=1.0,
+        total_steps=10,
+    )
     return lambda: updater.update([_copy(r) for r in rows])
 
 
@@ -88,6 +99,7 @@ def _naive(lm: torch.nn.Module, rows: list[Any]) -> Any:
         logp = torch.log_softmax(logits, dim=-1).gather(-1, mb.targets[..., None]).squeeze(-1)
         policy_loss("gspo_token", logp, mb.logp_old, mb.mask, mb.adv, eps_low=3e-4, eps_high=4e-4).loss.backward()
         opt.step()
+
     return step
 
 
@@ -107,6 +119,7 @@ def _cross_entropy(lm: torch.nn.Module, rows: list[Any]) -> Any:
         opt.zero_grad(set_to_none=True)
         lm(input_ids=mb.input_ids, labels=labels, use_cache=False).loss.backward()
         opt.step()
+
     return step
 
 
@@ -116,25 +129,54 @@ def run_variant(args: argparse.Namespace) -> dict[str, Any]:
     lm = build_model(args.model)
     rows = make_rows(args.batch, args.seq)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    step = {"engine": lambda: _ours(lm, rows, "engine", args.mini_batches),
-            "recompute": lambda: _ours(lm, rows, "recompute", args.mini_batches),
-            "naive": lambda: _naive(lm, rows),
-            "ce": lambda: _cross_entropy(lm, rows)}[args.variant]()
+    step = {
+        "engine": lambda: _ours(lm, rows, "engine", args.mini_batches),
+        "recompute": lambda: _ours(lm, rows, "recompute", args.mini_batches),
+        "naive": lambda: _naive(lm, rows),
+        "ce": lambda: _cross_entropy(lm, rows),
+    }[args.variant]()
     times = []
-    for _ in range(1 + args.repeats):  # the first step is a warm-up (allocates optimizer state) unless it is the only one
+    for _ in range(
+        1 + args.repeats
+    ):  # the first step is a warm-up (allocates optimizer state) unless it is the only one
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
     times = times[1:] or times
     tokens = sum(sum(r.mask) for r in rows)
-    return {"variant": args.variant, "model": args.model, "batch": args.batch, "seq": args.seq,
-            "step_s": min(times), "tokens_per_s": tokens / min(times),
-            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "model_rss_gb": base_rss}
+    return {
+        "variant": args.variant,
+        "model": args.model,
+        "batch": args.batch,
+        "seq": args.seq,
+        "step_s": min(times),
+        "tokens_per_s": tokens / min(times),
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "model_rss_gb": base_rss,
+    }
 
 
-def _sub(variant: str, model: str, batch: int, seq: int, repeats: int, threads: int, mini_batches: int = 4) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--variant", variant, "--model", model, "--batch", str(batch), "--seq", str(seq),
-           "--repeats", str(repeats), "--threads", str(threads), "--mini-batches", str(mini_batches)]
+def _sub(
+    variant: str, model: str, batch: int, seq: int, repeats: int, threads: int, mini_batches: int = 4
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--variant",
+        variant,
+        "--model",
+        model,
+        "--batch",
+        str(batch),
+        "--seq",
+        str(seq),
+        "--repeats",
+        str(repeats),
+        "--threads",
+        str(threads),
+        "--mini-batches",
+        str(mini_batches),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -150,8 +192,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--mini-batches", type=int, default=4)
     parser.add_argument("--mem-batch", type=int, default=4, help="Rows of 384 tokens in the SmolLM2 memory comparison.")
-    parser.add_argument("--rounds", type=int, default=3, help="Alternating rounds of the timing pairs (best round kept).")
-    parser.add_argument("--tput-batch", type=int, default=4, help="Rows of 256 tokens in the GSPO-token vs CE comparison (SmolLM2 shape).")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="Alternating rounds of the timing pairs (best round kept)."
+    )
+    parser.add_argument(
+        "--tput-batch",
+        type=int,
+        default=4,
+        help="Rows of 256 tokens in the GSPO-token vs CE comparison (SmolLM2 shape).",
+    )
     args = parser.parse_args()
     if args.variant:
         print(json.dumps(run_variant(args)))
@@ -164,7 +213,9 @@ def main() -> None:
         timed["recompute"].append(_sub("recompute", "small", args.batch, args.seq, args.repeats, args.threads))
         # Loss vs CE on SmolLM2's real shape: the "small" model is all vocabulary (lm_head is most of its
         # compute), which inflates the cost of recomputing logits chunk by chunk far beyond a real model.
-        timed["gspo_token_1mb"].append(_sub("engine", "smollm2", args.tput_batch, 256, args.repeats, args.threads, mini_batches=1))
+        timed["gspo_token_1mb"].append(
+            _sub("engine", "smollm2", args.tput_batch, 256, args.repeats, args.threads, mini_batches=1)
+        )
         timed["ce"].append(_sub("ce", "smollm2", args.tput_batch, 256, args.repeats, args.threads))
     engine, recompute, ours_1mb, ce = (min(timed[k], key=lambda run: run["step_s"]) for k in timed)
     mem_ours = _sub("engine", "smollm2", args.mem_batch, 384, 0, args.threads, mini_batches=1)
@@ -175,11 +226,21 @@ def main() -> None:
         "peak_memory_vs_naive": mem_ours["peak_rss_gb"] / mem_naive["peak_rss_gb"],
         "peak_memory_gb": mem_ours["peak_rss_gb"],
         "memory_shape": f"{args.mem_batch}x384 tokens, SmolLM2-135M architecture; peaks are whole-process RSS "
-                        "(model, grads and AdamW state included)",
-        "targets": {"engine_vs_recompute_step_time": "<= 0.8", "gspo_token_vs_ce_tokens_per_s": ">= 0.9",
-                    "peak_memory_vs_naive": "<= 0.35", "peak_memory_gb": "<= 6"},
-        "runs": {"engine": engine, "recompute": recompute, "gspo_token_1mb": ours_1mb, "ce": ce,
-                 "memory_ours": mem_ours, "memory_naive": mem_naive},
+        "(model, grads and AdamW state included)",
+        "targets": {
+            "engine_vs_recompute_step_time": "<= 0.8",
+            "gspo_token_vs_ce_tokens_per_s": ">= 0.9",
+            "peak_memory_vs_naive": "<= 0.35",
+            "peak_memory_gb": "<= 6",
+        },
+        "runs": {
+            "engine": engine,
+            "recompute": recompute,
+            "gspo_token_1mb": ours_1mb,
+            "ce": ce,
+            "memory_ours": mem_ours,
+            "memory_naive": mem_naive,
+        },
         "round_step_s": {k: [run["step_s"] for run in runs] for k, runs in timed.items()},
     }
     print(json.dumps(report, indent=1))

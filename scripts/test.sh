@@ -7,6 +7,9 @@ if [ -f scripts/docker_setup.sh ]; then
   bash scripts/docker_setup.sh || echo "[test] Docker set-up failed: docker-marked tests will be skipped" >&2
 fi
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}  # see agentrl/cli/main.py
+# Lint and format first: a style failure fails the suite (config: pyproject.toml [tool.ruff]).
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

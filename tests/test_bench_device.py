@@ -12,8 +12,28 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_device_check_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     out = tmp_path / "device.json"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_device.py"), "--device", "cpu", "--shape", "tiny", "--batch", "4",
-           "--prompt-tokens", "16", "--new-tokens", "12", "--train-batch", "2", "--train-seq", "96", "--train-repeats", "1", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "bench_device.py"),
+        "--device",
+        "cpu",
+        "--shape",
+        "tiny",
+        "--batch",
+        "4",
+        "--prompt-tokens",
+        "16",
+        "--new-tokens",
+        "12",
+        "--train-batch",
+        "2",
+        "--train-seq",
+        "96",
+        "--train-repeats",
+        "1",
+        "--out",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300, cwd=ROOT)
     report = json.loads(out.read_text())
     decode, train = report["decode"], report["train_step"]

@@ -17,7 +17,11 @@ ADD_SCHEMA: dict[str, Any] = {
     "function": {
         "name": "add",
         "description": "Add two integers.",
-        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
     },
 }
 
@@ -30,7 +34,10 @@ def tokenizer(tiny_model_dir: Path) -> Any:
 
 def test_prompt_ids_match_the_template_and_end_with_the_generation_prompt(tokenizer: Any) -> None:
     assembler = ChatAssembler(tokenizer)
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sum 2 and 3, s'il vous plaît é ü 你好"}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Sum 2 and 3, s'il vous plaît é ü 你好"},
+    ]
     ids = assembler.prompt_ids(messages)
     expected_text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     assert ids == tokenizer(expected_text, add_special_tokens=False)["input_ids"]
@@ -49,7 +56,9 @@ def test_stop_token_ids_start_with_the_end_of_turn_token(tokenizer: Any) -> None
 def test_tools_are_described_in_the_system_message_when_the_template_has_no_tool_support(tokenizer: Any) -> None:
     assembler = ChatAssembler(tokenizer, tools=[ADD_SCHEMA])
     assert not assembler.template_has_tools
-    with_system = assembler.render([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], add_generation_prompt=True)
+    with_system = assembler.render(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], add_generation_prompt=True
+    )
     assert with_system.startswith("<|im_start|>system\nBe brief.\n\n")
     assert '"name": "add"' in with_system and "<tool_call>" in with_system
     without_system = assembler.render([{"role": "user", "content": "hi"}], add_generation_prompt=False)
@@ -61,7 +70,9 @@ def test_tools_go_to_a_template_that_supports_them(tokenizer: Any) -> None:
     tokenizer.chat_template = (TEMPLATES / "chatml_tools.jinja").read_text()
     assembler = ChatAssembler(tokenizer, tools=[ADD_SCHEMA])
     assert assembler.template_has_tools
-    text = assembler.render([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], add_generation_prompt=True)
+    text = assembler.render(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], add_generation_prompt=True
+    )
     assert text.startswith("<|im_start|>system\nBe brief.\n\n# Tools\n\n<tools>\n{")
     assert '"name": "add"' in text and "You may call one or more functions" not in text
     assert text.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
@@ -98,14 +109,17 @@ def test_a_template_that_rejects_a_chat_raises_template_error_naming_the_roles(t
     )
     assembler = ChatAssembler(tokenizer)
     with pytest.raises(TemplateError, match=r"roles \['user', 'tool'\].*no tool role"):
-        assembler.render([{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}], add_generation_prompt=False)
+        assembler.render(
+            [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}], add_generation_prompt=False
+        )
 
 
 def test_template_kwargs_reach_the_template(tokenizer: Any) -> None:
     tokenizer.chat_template = (
         "{%- for m in messages %}{{- m.content }}{%- endfor %}"
         "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-        "{%- if enable_thinking is defined and not enable_thinking %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"
+        "{%- if enable_thinking is defined and not enable_thinking %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif "
+        "%}{%- endif %}"
     )
     plain = ChatAssembler(tokenizer).render([{"role": "user", "content": "q"}], add_generation_prompt=True)
     no_think = ChatAssembler(tokenizer, template_kwargs={"enable_thinking": False})

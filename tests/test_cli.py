@@ -38,14 +38,19 @@ def test_make_model_tiny_writes_a_model_transformers_loads_offline(tmp_path: Pat
     check = (
         "from transformers import AutoModelForCausalLM, AutoTokenizer; import sys; "
         "m = AutoModelForCausalLM.from_pretrained(sys.argv[1]); t = AutoTokenizer.from_pretrained(sys.argv[1]); "
-        "print(t.apply_chat_template([{'role': 'user', 'content': 'hi'}], tokenize=False, add_generation_prompt=True), end='')"
+        "print(t.apply_chat_template([{'role': 'user', 'content': 'hi'}], tokenize=False, add_generation_prompt=True), "
+        "end='')"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    loaded = subprocess.run([sys.executable, "-c", check, str(out)], capture_output=True, text=True, timeout=120, env=env)
+    loaded = subprocess.run(
+        [sys.executable, "-c", check, str(out)], capture_output=True, text=True, timeout=120, env=env
+    )
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     again = _agentrl("make-model", "tiny", "--out", str(out))
-    assert again.returncode == 2 and f"output directory '{out}' is not empty" in again.stderr and "--force" in again.stderr
+    assert (
+        again.returncode == 2 and f"output directory '{out}' is not empty" in again.stderr and "--force" in again.stderr
+    )
 
 
 def test_errors_print_one_clean_line_not_a_traceback(tmp_path: Path) -> None:

@@ -34,12 +34,26 @@ def _all_models(model: type[BaseModel]) -> list[type[BaseModel]]:
 
 
 def test_every_config_field_is_documented() -> None:
-    undocumented = [f"{m.__name__}.{name}" for m in _all_models(RunConfig) for name, f in m.model_fields.items() if not f.description]
+    undocumented = [
+        f"{m.__name__}.{name}"
+        for m in _all_models(RunConfig)
+        for name, f in m.model_fields.items()
+        if not f.description
+    ]
     assert undocumented == []
 
 
 def test_dotted_overrides_are_parsed_as_yaml() -> None:
-    config = load_config(TINY, ["trainer.lr=2e-6", "rollout.partial_rollout=true", 'rollout.stop=["\\n\\n", END]', "env.kwargs.turns=3", "logging.run_name=my run"])
+    config = load_config(
+        TINY,
+        [
+            "trainer.lr=2e-6",
+            "rollout.partial_rollout=true",
+            'rollout.stop=["\\n\\n", END]',
+            "env.kwargs.turns=3",
+            "logging.run_name=my run",
+        ],
+    )
     assert config.trainer.lr == 2e-6 and isinstance(config.trainer.lr, float)
     assert config.rollout.partial_rollout is True
     assert config.rollout.stop == ["\n\n", "END"]
@@ -73,7 +87,9 @@ def test_all_problems_are_reported_at_once() -> None:
 
 
 def test_env_id_and_env_kwargs_are_checked_with_the_config() -> None:
-    with pytest.raises(ConfigError, match=r"env.id: unknown environment id 'agentrl/MagicWrd-v0'. Did you mean 'agentrl/MagicWord-v0'"):
+    with pytest.raises(
+        ConfigError, match=r"env.id: unknown environment id 'agentrl/MagicWrd-v0'. Did you mean 'agentrl/MagicWord-v0'"
+    ):
         load_config(TINY, ["env.id=agentrl/MagicWrd-v0"])
     with pytest.raises(ConfigError, match=r"env.kwargs.wrd: unknown key \(value 'x'\) -> Did you mean 'word'"):
         load_config(TINY, ["env.kwargs.wrd=x"])
@@ -82,7 +98,10 @@ def test_env_id_and_env_kwargs_are_checked_with_the_config() -> None:
 
 def test_cross_field_checks_say_what_to_set() -> None:
     with pytest.raises(ConfigError) as info:
-        load_config(TINY, ["engine.kind=sglang", "rollout.max_new_tokens=300", "engine.max_seq_len=128", "trainer.mini_batches=9"])
+        load_config(
+            TINY,
+            ["engine.kind=sglang", "rollout.max_new_tokens=300", "engine.max_seq_len=128", "trainer.mini_batches=9"],
+        )
     message = str(info.value)
     assert "engine.urls: engine.kind is 'sglang' but no server URL is given -> set engine.urls" in message
     assert "rollout.max_new_tokens: 300 leaves no room" in message

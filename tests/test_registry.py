@@ -39,7 +39,9 @@ def test_unknown_id_gets_did_you_mean_and_the_fix() -> None:
 
 
 def test_bad_module_class_strings_say_what_is_wrong() -> None:
-    with pytest.raises(EnvNotFoundError, match="module 'envs.magic_word' has no attribute 'MagicWrd'.*Did you mean 'MagicWord'"):
+    with pytest.raises(
+        EnvNotFoundError, match="module 'envs.magic_word' has no attribute 'MagicWrd'.*Did you mean 'MagicWord'"
+    ):
         resolve_env("envs.magic_word:MagicWrd")
     with pytest.raises(EnvNotFoundError, match="cannot import module 'no_such_module' of env 'no_such_module:Env'"):
         resolve_env("no_such_module:Env")
@@ -55,11 +57,16 @@ def test_kwargs_are_validated_against_the_env_config_model() -> None:
     assert "env.kwargs.max_vale: unknown key (value 10) -> Did you mean 'max_value'?" in str(info.value)
     problems = env_config_problems(EnvConfig(id="agentrl/GuessNumber-v0", kwargs={"max_value": 1}))
     assert [p.key for p in problems] == ["env.kwargs.max_value"] and "greater than or equal to 2" in problems[0].message
-    assert [p.key for p in env_config_problems(EnvConfig(id="x", import_modules=["missing_envs"]))] == ["env.import_modules"]
+    assert [p.key for p in env_config_problems(EnvConfig(id="x", import_modules=["missing_envs"]))] == [
+        "env.import_modules"
+    ]
 
 
-def test_envs_in_other_packages_appear_once_their_module_is_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "my_envs_pkg.py").write_text(textwrap.dedent('''
+def test_envs_in_other_packages_appear_once_their_module_is_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "my_envs_pkg.py").write_text(
+        textwrap.dedent('''
         """A third-party env package."""
         from agentrl.env import MultiTurnEnv, user
         from agentrl.registry import register_env
@@ -76,7 +83,8 @@ def test_envs_in_other_packages_appear_once_their_module_is_imported(tmp_path: P
                 return [user(action)], 0.0, True, False, {}
 
         register_env("mine/Echo-v0", entry_point=Echo)
-    '''))
+    ''')
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "mine/Echo-v0" not in [info.id for info in list_envs()]
     env = make_env_factory(EnvConfig(id="mine/Echo-v0", import_modules=["my_envs_pkg"]))()
@@ -99,7 +107,10 @@ def test_register_env_is_idempotent_and_listing_skips_non_text_envs() -> None:
 def test_broken_entry_points_and_non_class_targets_are_reported() -> None:
     register_env("mine/Broken-v0", entry_point="no_such_module_xyz:Env")
     try:
-        with pytest.raises(EnvNotFoundError, match="'mine/Broken-v0' is registered with entry point 'no_such_module_xyz:Env', which cannot be loaded"):
+        with pytest.raises(
+            EnvNotFoundError,
+            match="'mine/Broken-v0' is registered with entry point 'no_such_module_xyz:Env', which cannot be loaded",
+        ):
             resolve_env("mine/Broken-v0")
     finally:
         gym.registry.pop("mine/Broken-v0")

@@ -68,9 +68,14 @@ def test_tool_definitions_without_hints_or_docstrings_are_rejected() -> None:
 
 
 def test_parser_reads_well_formed_calls_in_order() -> None:
-    text = f"Let me compute.\n{format_tool_call('add', {'a': 1, 'b': 5})}\nand {format_tool_call('shout', {'text': 'é'})}"
+    text = (
+        f"Let me compute.\n{format_tool_call('add', {'a': 1, 'b': 5})}\nand {format_tool_call('shout', {'text': 'é'})}"
+    )
     calls = parse_tool_calls(text)
-    assert [(c.name, c.arguments, c.ok) for c in calls] == [("add", {"a": 1, "b": 5}, True), ("shout", {"text": "é"}, True)]
+    assert [(c.name, c.arguments, c.ok) for c in calls] == [
+        ("add", {"a": 1, "b": 5}, True),
+        ("shout", {"text": "é"}, True),
+    ]
     assert has_tool_call(text) and not has_tool_call("no calls") and parse_tool_calls("no calls") == []
 
 
@@ -107,14 +112,16 @@ def test_parser_never_raises_on_garbage() -> None:
 
 
 def test_execute_returns_results_and_errors_as_tool_messages() -> None:
-    text = "".join([
-        format_tool_call("add", {"a": 1, "b": 5}),
-        format_tool_call("shout", {"text": "hi"}),
-        format_tool_call("ad", {"a": 1}),
-        format_tool_call("add", {"a": "one"}),
-        format_tool_call("explode", {"reason": "boom"}),
-        "<tool_call>{oops</tool_call>",
-    ])
+    text = "".join(
+        [
+            format_tool_call("add", {"a": 1, "b": 5}),
+            format_tool_call("shout", {"text": "hi"}),
+            format_tool_call("ad", {"a": 1}),
+            format_tool_call("add", {"a": "one"}),
+            format_tool_call("explode", {"reason": "boom"}),
+            "<tool_call>{oops</tool_call>",
+        ]
+    )
     results = execute_tool_calls(text, [add, shout, explode])
     assert [m["role"] for m in results] == ["tool"] * 6
     assert results[0] == {"role": "tool", "content": "6", "name": "add"}
@@ -135,7 +142,9 @@ def test_tools_prompt_lists_schemas_and_the_call_format() -> None:
     schema = as_tool(add).schema
     prompt = tools_system_prompt([schema])
     assert json.dumps(schema) in prompt and "<tools>" in prompt and "<tool_call>" in prompt
-    merged = with_tools_prompt([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], [schema])
+    merged = with_tools_prompt(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], [schema]
+    )
     assert merged[0]["content"].startswith("Be brief.\n\n# Tools") and len(merged) == 2
     inserted = with_tools_prompt([{"role": "user", "content": "hi"}], [schema])
     assert inserted[0] == {"role": "system", "content": prompt}

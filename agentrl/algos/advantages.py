@@ -79,16 +79,30 @@ def _outcome_advantages(outcome_rewards: Sequence[float], group_size: int, eps: 
     return group_advantages(rewards, group_size, eps=eps, unbiased=unbiased).tolist()
 
 
-def turn_adv_outcome(outcome_rewards: Sequence[float], turn_rewards: Sequence[Sequence[float | None]], group_size: int,
-                     *, eps: float, unbiased: bool, **_: object) -> list[list[float]]:
+def turn_adv_outcome(
+    outcome_rewards: Sequence[float],
+    turn_rewards: Sequence[Sequence[float | None]],
+    group_size: int,
+    *,
+    eps: float,
+    unbiased: bool,
+    **_: object,
+) -> list[list[float]]:
     """Scheme O: every turn of episode i gets the outcome advantage A^O_i (GSPO-token == GSPO)."""
     adv_o = _outcome_advantages(outcome_rewards, group_size, eps, unbiased)
     return [[adv_o[i]] * len(turns) for i, turns in enumerate(turn_rewards)]
 
 
-def turn_adv_outcome_plus_turn(outcome_rewards: Sequence[float], turn_rewards: Sequence[Sequence[float | None]],
-                               group_size: int, *, eps: float, unbiased: bool, lam: float = 1.0,
-                               **_: object) -> list[list[float]]:
+def turn_adv_outcome_plus_turn(
+    outcome_rewards: Sequence[float],
+    turn_rewards: Sequence[Sequence[float | None]],
+    group_size: int,
+    *,
+    eps: float,
+    unbiased: bool,
+    lam: float = 1.0,
+    **_: object,
+) -> list[list[float]]:
     """Scheme T (MT-GRPO generalised): A_ik = A^O_i + lam * Norm_(g,k)(r_ik); turns without reward get A^O_i."""
     adv_o = _outcome_advantages(outcome_rewards, group_size, eps, unbiased)
     flat_values: list[float] = []
@@ -107,11 +121,19 @@ def turn_adv_outcome_plus_turn(outcome_rewards: Sequence[float], turn_rewards: S
     return out
 
 
-def turn_adv_discounted_return(outcome_rewards: Sequence[float], turn_rewards: Sequence[Sequence[float | None]],
-                               group_size: int, *, eps: float, unbiased: bool, gamma: float = 1.0,
-                               episode_weight: float = 0.0, step_weight: float = 1.0,
-                               step_keys: Sequence[Sequence[Hashable]] | None = None,
-                               **_: object) -> list[list[float]]:
+def turn_adv_discounted_return(
+    outcome_rewards: Sequence[float],
+    turn_rewards: Sequence[Sequence[float | None]],
+    group_size: int,
+    *,
+    eps: float,
+    unbiased: bool,
+    gamma: float = 1.0,
+    episode_weight: float = 0.0,
+    step_weight: float = 1.0,
+    step_keys: Sequence[Sequence[Hashable]] | None = None,
+    **_: object,
+) -> list[list[float]]:
     """Scheme R (GTPO / GiGPO-step): A_ik = alpha * A^O_i + omega * Norm_key(G_ik), G_ik the return-to-go.
 
     Rewards r~_ik are the turn rewards (None -> 0) with the outcome R_i added to the last turn;
@@ -135,7 +157,9 @@ def turn_adv_discounted_return(outcome_rewards: Sequence[float], turn_rewards: S
             flat_values.append(ret)
             flat_keys.append((i // group_size, key))
     normed = iter(_normalize_by_key(flat_values, flat_keys, eps, unbiased))
-    return [[episode_weight * adv_o[i] + step_weight * next(normed) for _ in turns] for i, turns in enumerate(turn_rewards)]
+    return [
+        [episode_weight * adv_o[i] + step_weight * next(normed) for _ in turns] for i, turns in enumerate(turn_rewards)
+    ]
 
 
 TURN_ADVANTAGE_SCHEMES: dict[str, Callable[..., list[list[float]]]] = {
@@ -167,14 +191,23 @@ def turn_advantages(
         )
     if len(outcome_rewards) != len(turn_rewards):
         raise ConfigError(
-            f"{len(outcome_rewards)} outcome rewards but {len(turn_rewards)} turn-reward lists; pass one of each per episode"
+            f"{len(outcome_rewards)} outcome rewards but {len(turn_rewards)} turn-reward lists; pass one of each per "
+            "episode"
         )
     _check_group_size(len(outcome_rewards), group_size)
     if step_keys is not None and [len(k) for k in step_keys] != [len(t) for t in turn_rewards]:
         raise ConfigError("step_keys must hold one key per turn of each episode, shaped like turn_rewards")
     return TURN_ADVANTAGE_SCHEMES[scheme](
-        outcome_rewards, turn_rewards, group_size, eps=eps, unbiased=unbiased, lam=lam, gamma=gamma,
-        episode_weight=episode_weight, step_weight=step_weight, step_keys=step_keys,
+        outcome_rewards,
+        turn_rewards,
+        group_size,
+        eps=eps,
+        unbiased=unbiased,
+        lam=lam,
+        gamma=gamma,
+        episode_weight=episode_weight,
+        step_weight=step_weight,
+        step_keys=step_keys,
     )
 
 

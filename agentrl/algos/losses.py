@@ -94,11 +94,19 @@ def check_loss_settings(variant: str, eps_low: float, eps_high: float) -> None:
         raise ConfigError(f"eps_high={eps_high} must be > 0")
 
 
-def _prepare(variant: str, logp_new: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor,
-             advantages: torch.Tensor, log_ratio_clamp: float | None) -> tuple[_Inputs, torch.Tensor]:
+def _prepare(
+    variant: str,
+    logp_new: torch.Tensor,
+    logp_old: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    log_ratio_clamp: float | None,
+) -> tuple[_Inputs, torch.Tensor]:
     if logp_new.shape != logp_old.shape or logp_new.shape != mask.shape:
-        raise ConfigError(f"logp_new {tuple(logp_new.shape)}, logp_old {tuple(logp_old.shape)} and mask "
-                          f"{tuple(mask.shape)} must all be [B, T]")
+        raise ConfigError(
+            f"logp_new {tuple(logp_new.shape)}, logp_old {tuple(logp_old.shape)} and mask "
+            f"{tuple(mask.shape)} must all be [B, T]"
+        )
     mask = mask.bool()
     # Sanitise before any arithmetic: padding may hold -inf/-1e10, and 0 * inf = NaN (also in backward).
     lp_new = torch.where(mask, logp_new.float(), 0.0)
@@ -108,7 +116,9 @@ def _prepare(variant: str, logp_new: torch.Tensor, logp_old: torch.Tensor, mask:
     elif advantages.shape == mask.shape:
         adv_bt = advantages.detach().float()
     else:
-        raise ConfigError(f"advantages must be [B] or [B, T]; got {tuple(advantages.shape)} for logp {tuple(mask.shape)}")
+        raise ConfigError(
+            f"advantages must be [B] or [B, T]; got {tuple(advantages.shape)} for logp {tuple(mask.shape)}"
+        )
     adv_bt = torch.where(mask, adv_bt, 0.0)
     first = mask.int().argmax(-1, keepdim=True)
     adv_row = advantages.detach().float() if advantages.dim() == 1 else adv_bt.gather(1, first).squeeze(1)
@@ -123,8 +133,10 @@ def _prepare(variant: str, logp_new: torch.Tensor, logp_old: torch.Tensor, mask:
         big = torch.finfo(torch.float32).max
         spread = torch.where(mask, adv_bt, -big).amax(-1) - torch.where(mask, adv_bt, big).amin(-1)
         if bool(((spread > 1e-6) & (counts > 0)).any()):
-            raise ConfigError("loss 'gspo' takes one advantage per sequence but got advantages that vary within "
-                              "a row; use loss 'gspo_token' for per-turn advantages, or turn_advantage 'outcome'")
+            raise ConfigError(
+                "loss 'gspo' takes one advantage per sequence but got advantages that vary within "
+                "a row; use loss 'gspo_token' for per-turn advantages, or turn_advantage 'outcome'"
+            )
     return _Inputs(lp_new, lp_old, mask, adv_bt, adv_row, lengths, counts > 0, log_s), clamp_hits
 
 

@@ -25,7 +25,15 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``envs`` subcommand."""
-    parser = subparsers.add_parser("envs", help="list registered environments", description="List the registered multi-turn environments.")
-    parser.add_argument("--import", dest="import_modules", action="append", metavar="MODULE", help="module to import first so its envs register (repeatable; default: envs)")
+    parser = subparsers.add_parser(
+        "envs", help="list registered environments", description="List the registered multi-turn environments."
+    )
+    parser.add_argument(
+        "--import",
+        dest="import_modules",
+        action="append",
+        metavar="MODULE",
+        help="module to import first so its envs register (repeatable; default: envs)",
+    )
     parser.add_argument("--width", type=int, default=None, help="table width in characters (default: the terminal's)")
     parser.set_defaults(func=run)

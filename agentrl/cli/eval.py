@@ -19,14 +19,22 @@ def register(subparsers: Any) -> None:
     """Add the ``eval`` subcommand."""
     parser = subparsers.add_parser("eval", help="Evaluate pass@k on an environment's task set.", description=__doc__)
     parser.add_argument("config", help="Run config YAML (model, engine, env, rollout sections).")
-    parser.add_argument("overrides", nargs="*", help="Dotted overrides, e.g. env.kwargs.tasks=humaneval rollout.temperature=0.2.")
-    parser.add_argument("--samples", type=int, default=1, help="Episodes per task (n of the pass@k estimator; default 1).")
+    parser.add_argument(
+        "overrides", nargs="*", help="Dotted overrides, e.g. env.kwargs.tasks=humaneval rollout.temperature=0.2."
+    )
+    parser.add_argument(
+        "--samples", type=int, default=1, help="Episodes per task (n of the pass@k estimator; default 1)."
+    )
     parser.add_argument("--k", default="1", help="Comma-separated k values, each <= --samples (default 1).")
     parser.add_argument("--split", default=None, help="Sets env.kwargs.split (e.g. test, test_kinds, test_instances).")
     parser.add_argument("--limit", type=int, default=None, help="Evaluate only the first N tasks.")
-    parser.add_argument("--temperature", type=float, default=None, help="Sampling temperature (default: rollout.temperature).")
+    parser.add_argument(
+        "--temperature", type=float, default=None, help="Sampling temperature (default: rollout.temperature)."
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="Episodes in flight at once (default 16).")
-    parser.add_argument("--out", default=None, help="JSON report path (default: <logging.run_root>/eval-<config>-<time>.json).")
+    parser.add_argument(
+        "--out", default=None, help="JSON report path (default: <logging.run_root>/eval-<config>-<time>.json)."
+    )
     parser.set_defaults(func=run_command)
 
 
@@ -80,8 +88,17 @@ async def run_eval(args: argparse.Namespace) -> Any:
             print(f"[eval] {done['episodes']}/{total} episodes", flush=True)
 
     try:
-        return await evaluate(engine, env_factory, tokenizer, rollout, samples=args.samples, ks=ks,
-                              task_ids=task_ids or None, concurrency=args.concurrency, on_episode=on_episode), cfg
+        return await evaluate(
+            engine,
+            env_factory,
+            tokenizer,
+            rollout,
+            samples=args.samples,
+            ks=ks,
+            task_ids=task_ids or None,
+            concurrency=args.concurrency,
+            on_episode=on_episode,
+        ), cfg
     finally:
         await engine.close()
 
@@ -89,7 +106,11 @@ async def run_eval(args: argparse.Namespace) -> Any:
 def run_command(args: argparse.Namespace) -> int:
     """Entry point: print pass@k and write the JSON report."""
     report, cfg = asyncio.run(run_eval(args))
-    out = Path(args.out) if args.out else Path(cfg.logging.run_root) / f"eval-{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = (
+        Path(args.out)
+        if args.out
+        else Path(cfg.logging.run_root) / f"eval-{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
     report.write_json(out)
     print(f"[eval] {cfg.env.id}: {report.summary()}", flush=True)
     print(f"[eval] report: {out}", flush=True)

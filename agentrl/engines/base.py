@@ -32,12 +32,20 @@ class SamplingParams(BaseModel):
 
     max_new_tokens: int = Field(256, ge=0, description="Most tokens to generate for this request.")
     temperature: float = Field(1.0, ge=0.0, description="Softmax temperature; 0 means greedy.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass; keep 1.0 for training (logprobs ignore it).")
+    top_p: float = Field(
+        1.0, gt=0.0, le=1.0, description="Nucleus sampling mass; keep 1.0 for training (logprobs ignore it)."
+    )
     top_k: int = Field(-1, description="Sample only among the k most likely tokens; -1 disables.")
     stop_token_ids: tuple[int, ...] = Field((), description="Token ids that end generation (kept in the output).")
-    stop: tuple[str, ...] = Field((), description="Strings that end generation when the decoded output contains them; the output keeps the tokens through the match.")
+    stop: tuple[str, ...] = Field(
+        (),
+        description="Strings that end generation when the decoded output contains them; the output keeps the tokens "
+        "through the match.",
+    )
     ignore_eos: bool = Field(False, description="Keep generating past the tokenizer's EOS token.")
-    seed: int | None = Field(None, description="Per-request sampling seed (SGLang's sampling_seed); None draws from the engine's generator.")
+    seed: int | None = Field(
+        None, description="Per-request sampling seed (SGLang's sampling_seed); None draws from the engine's generator."
+    )
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,9 @@ class InferenceEngine(Protocol):
 
     semantics: LogprobSemantics
 
-    async def generate(self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None) -> GenerateResult:
+    async def generate(
+        self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None
+    ) -> GenerateResult:
         """Generate from ``input_ids``; never re-tokenizes; returns sampled ids and logprobs."""
         ...
 

@@ -25,7 +25,7 @@ def make_engine(engine_cfg: EngineConfig, model_cfg: ModelConfig) -> InferenceEn
         from agentrl.engines.sglang_http import SGLangEngine
 
         return SGLangEngine(engine_cfg)
-    from agentrl.engines.embedded import EmbeddedEngine
+    from agentrl.engines.embedded.engine import EmbeddedEngine
 
     device, dtype = resolve_device_dtype(model_cfg)
     return EmbeddedEngine.from_pretrained(model_cfg.path, config=engine_cfg, device=device, dtype=dtype)

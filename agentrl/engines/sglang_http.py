@@ -33,7 +33,10 @@ class SGLangEngine:
 
     def __init__(self, config: EngineConfig) -> None:
         if not config.urls:
-            raise EngineConfigError("engine.kind=sglang needs engine.urls, e.g. ['http://127.0.0.1:30000']; start a server with scripts/launch_sglang.sh")
+            raise EngineConfigError(
+                "engine.kind=sglang needs engine.urls, e.g. ['http://127.0.0.1:30000']; start a server with "
+                "scripts/launch_sglang.sh"
+            )
         self.config = config
         self.urls = [u.rstrip("/") for u in config.urls]
         self.server_info: dict[str, dict[str, Any]] = {}
@@ -59,7 +62,9 @@ class SGLangEngine:
             self._session_loop = loop
         return self._session
 
-    async def _call(self, method: str, url: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> tuple[int, Any]:
+    async def _call(
+        self, method: str, url: str, path: str, body: dict[str, Any] | None, timeout_s: float
+    ) -> tuple[int, Any]:
         """One request with bounded retries on connection errors and 5xx; returns (status, body)."""
         attempts = self.config.max_retries + 1
         last: str = ""
@@ -75,10 +80,15 @@ class SGLangEngine:
                         continue
                     return resp.status, _maybe_json(text)
             except asyncio.TimeoutError as exc:
-                raise EngineError(f"SGLang server {url}{path} did not answer within {timeout_s:.0f} s (engine.request_timeout_s)") from exc
+                raise EngineError(
+                    f"SGLang server {url}{path} did not answer within {timeout_s:.0f} s (engine.request_timeout_s)"
+                ) from exc
             except aiohttp.ClientError as exc:
                 last = f"{type(exc).__name__}: {exc}"
-        raise EngineError(f"SGLang server {url} failed {attempts} attempt(s) at {path}: {last}; is it running and reachable? (start one with scripts/launch_sglang.sh or `agentrl serve`)")
+        raise EngineError(
+            f"SGLang server {url} failed {attempts} attempt(s) at {path}: {last}; is it running and reachable? (start "
+            "one with scripts/launch_sglang.sh or `agentrl serve`)"
+        )
 
     async def probe(self) -> dict[str, dict[str, Any]]:
         """Read every server's /server_info (once) and refuse logprob-breaking settings; returns the infos."""
@@ -106,7 +116,9 @@ class SGLangEngine:
         return min(self.urls, key=lambda u: self._load[u])
 
     # --- the protocol ------------------------------------------------------------------------------
-    async def generate(self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None) -> GenerateResult:
+    async def generate(
+        self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None
+    ) -> GenerateResult:
         """POST /generate (non-streaming, input_ids, return_logprob) to the least-loaded server."""
         self._check_sampling(sampling)
         if not input_ids:
@@ -114,7 +126,13 @@ class SGLangEngine:
         await self._probe()
         rid = request_id or new_request_id()
         url = self._pick()
-        body = {"input_ids": list(input_ids), "sampling_params": sampling_to_json(sampling), "return_logprob": True, "rid": rid, "stream": False}
+        body = {
+            "input_ids": list(input_ids),
+            "sampling_params": sampling_to_json(sampling),
+            "return_logprob": True,
+            "rid": rid,
+            "stream": False,
+        }
         done = asyncio.Event()
         self._inflight[rid] = (url, done)
         self._load[url] += 1
@@ -125,7 +143,9 @@ class SGLangEngine:
             self._inflight.pop(rid, None)
             done.set()
         if status != 200:
-            raise EngineError(f"SGLang server {url}/generate rejected request {rid} (HTTP {status}): {_error_text(reply)}")
+            raise EngineError(
+                f"SGLang server {url}/generate rejected request {rid} (HTTP {status}): {_error_text(reply)}"
+            )
         if isinstance(reply, list):
             reply = reply[0]
         result = parse_reply(reply, request_id=rid, prompt_len=len(input_ids), source=url)
@@ -137,8 +157,10 @@ class SGLangEngine:
         truncated = sampling.top_p < 1.0 or sampling.top_k > 0
         if truncated and sampling.temperature > 0 and not self.config.allow_truncated_sampling:
             raise EngineConfigError(
-                f"top_p={sampling.top_p}, top_k={sampling.top_k}: SGLang's logprobs ignore top-p/top-k, so they would not be the behaviour "
-                "logprobs the trainer needs; use top_p=1, top_k=-1 for training, or set engine.allow_truncated_sampling=true (eval only)"
+                f"top_p={sampling.top_p}, top_k={sampling.top_k}: SGLang's logprobs ignore top-p/top-k, so they would "
+                "not be the behaviour "
+                "logprobs the trainer needs; use top_p=1, top_k=-1 for training, or set "
+                "engine.allow_truncated_sampling=true (eval only)"
             )
 
     async def abort(self, request_ids: list[str] | None = None) -> None:
@@ -150,7 +172,13 @@ class SGLangEngine:
             if request_ids is None:
                 await asyncio.gather(*(self._control(u, "/abort_request", {"abort_all": True}) for u in self.urls))
             else:
-                await asyncio.gather(*(self._control(self._inflight[r][0], "/abort_request", {"rid": r}) for r in targets if r in self._inflight))
+                await asyncio.gather(
+                    *(
+                        self._control(self._inflight[r][0], "/abort_request", {"rid": r})
+                        for r in targets
+                        if r in self._inflight
+                    )
+                )
             pending = [self._inflight[r][1] for r in targets if r in self._inflight]
             if not pending or loop.time() > deadline:
                 return
@@ -169,7 +197,10 @@ class SGLangEngine:
         """Load new weights on every server as ``version``: a directory (or a state dict written to
         ``engine.weights_dir``) via /update_weights_from_disk, or tensors via /update_weights_from_tensor
         when ``engine.weight_sync == "tensor"`` (colocated, same host)."""
-        body: dict[str, Any] = {"weight_version": version_to_wire(version), "abort_all_requests": self.config.weight_update == "abort"}
+        body: dict[str, Any] = {
+            "weight_version": version_to_wire(version),
+            "abort_all_requests": self.config.weight_update == "abort",
+        }
         if isinstance(source, Mapping) and self.config.weight_sync == "tensor":
             from agentrl.engines.tensor_wire import serialize_named_tensors
 
@@ -184,13 +215,18 @@ class SGLangEngine:
         replies = await asyncio.gather(*(self._call("POST", u, route, body, timeout) for u in self.urls))
         for url, (status, reply) in zip(self.urls, replies):
             if status != 200 or not (isinstance(reply, dict) and reply.get("success")):
-                raise EngineError(f"SGLang server {url} failed to load weights from {what} (HTTP {status}): {_error_text(reply)}")
+                raise EngineError(
+                    f"SGLang server {url} failed to load weights from {what} (HTTP {status}): {_error_text(reply)}"
+                )
         self._version = int(version)
 
     def _write_state_dict(self, state: Mapping[str, Any], version: int) -> Path:
         """Save a state dict as safetensors under ``engine.weights_dir`` (servers must see the path)."""
         if not self.config.weights_dir:
-            raise EngineConfigError("update_weights got a state dict but engine.weights_dir is unset; set it to a directory the SGLang servers can read")
+            raise EngineConfigError(
+                "update_weights got a state dict but engine.weights_dir is unset; set it to a directory the SGLang "
+                "servers can read"
+            )
         from safetensors.torch import save_file
 
         out = Path(self.config.weights_dir) / f"v{version:08d}"
@@ -201,6 +237,7 @@ class SGLangEngine:
 
     async def health(self) -> bool:
         """True when every server answers /health with 200."""
+
         async def one(url: str) -> bool:
             try:
                 status, _ = await self._call("GET", url, "/health", None, _CONTROL_TIMEOUT_S)
@@ -221,9 +258,14 @@ def check_server_semantics(url: str, info: dict[str, Any]) -> None:
     semantics = info.get("logprob_semantics", LogprobSemantics.TEMPERED_FULL_VOCAB.value)
     original = info.get("return_original_logprob") or _truthy(os.environ.get("SGLANG_RETURN_ORIGINAL_LOGPROB"))
     if original or semantics == LogprobSemantics.RAW.value:
-        raise EngineConfigError(f"SGLang server {url} returns logprobs before temperature (SGLANG_RETURN_ORIGINAL_LOGPROB); unset it and restart the server, the trainer needs log_softmax(logits / T)")
+        raise EngineConfigError(
+            f"SGLang server {url} returns logprobs before temperature (SGLANG_RETURN_ORIGINAL_LOGPROB); unset it and "
+            "restart the server, the trainer needs log_softmax(logits / T)"
+        )
     if semantics != LogprobSemantics.TEMPERED_FULL_VOCAB.value:
-        raise EngineConfigError(f"SGLang server {url} reports logprob semantics {semantics!r}; training needs 'tempered_full_vocab'")
+        raise EngineConfigError(
+            f"SGLang server {url} reports logprob semantics {semantics!r}; training needs 'tempered_full_vocab'"
+        )
 
 
 def _truthy(value: str | None) -> bool:

@@ -15,9 +15,18 @@ from agentrl.errors import EngineError
 QUEUED_ABORT_MESSAGES = ("Abort in waiting queue", "Abort before prefill")  # 0.5.x, <= 0.4.10
 # sampling fields agentrl serve accepts only at their neutral value: anything else changes logprobs
 _NEUTRAL_FIELDS: dict[str, object] = {
-    "min_p": 0.0, "min_new_tokens": 0, "frequency_penalty": 0.0, "presence_penalty": 0.0,
-    "repetition_penalty": 1.0, "n": 1, "json_schema": None, "regex": None, "ebnf": None,
-    "structural_tag": None, "logit_bias": None, "stop_regex": None,
+    "min_p": 0.0,
+    "min_new_tokens": 0,
+    "frequency_penalty": 0.0,
+    "presence_penalty": 0.0,
+    "repetition_penalty": 1.0,
+    "n": 1,
+    "json_schema": None,
+    "regex": None,
+    "ebnf": None,
+    "structural_tag": None,
+    "logit_bias": None,
+    "stop_regex": None,
 }
 _TEXT_ONLY_FIELDS = ("skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "stream_interval")
 
@@ -46,7 +55,10 @@ def sampling_from_json(body: dict[str, Any] | None) -> SamplingParams:
     for name, neutral in _NEUTRAL_FIELDS.items():
         value = body.pop(name, neutral)
         if value != neutral and value not in (None, {}, []):
-            raise EngineError(f"sampling_params.{name}={value!r} is not supported by agentrl serve (it changes logprobs); leave it at {neutral!r}")
+            raise EngineError(
+                f"sampling_params.{name}={value!r} is not supported by agentrl serve (it changes logprobs); leave it "
+                f"at {neutral!r}"
+            )
     for name in _TEXT_ONLY_FIELDS:
         body.pop(name, None)
     stop = body.pop("stop", None)
@@ -55,7 +67,9 @@ def sampling_from_json(body: dict[str, Any] | None) -> SamplingParams:
     allowed = {"max_new_tokens", "temperature", "top_p", "top_k", "stop_token_ids", "ignore_eos"}
     unknown = sorted(set(body) - allowed)
     if unknown:
-        raise EngineError(f"unknown sampling_params field(s) {unknown}; supported: {sorted(allowed | {'stop', 'sampling_seed'})}")
+        raise EngineError(
+            f"unknown sampling_params field(s) {unknown}; supported: {sorted(allowed | {'stop', 'sampling_seed'})}"
+        )
     if body.get("stop_token_ids") is None:
         body.pop("stop_token_ids", None)
     try:
@@ -76,7 +90,10 @@ def version_from_wire(value: object) -> int:
     try:
         return int(str(value))
     except ValueError as exc:
-        raise EngineError(f"server weight_version {value!r} is not an integer; launch SGLang with --weight-version 0 (agentrl sets versions to the training step)") from exc
+        raise EngineError(
+            f"server weight_version {value!r} is not an integer; launch SGLang with --weight-version 0 (agentrl sets "
+            "versions to the training step)"
+        ) from exc
 
 
 def finish_reason_json(result: GenerateResult) -> dict[str, Any]:
@@ -85,7 +102,12 @@ def finish_reason_json(result: GenerateResult) -> dict[str, Any]:
         return {"type": "stop", "matched": result.matched_stop}
     if result.finish_reason == "length":
         return {"type": "length", "length": len(result.output_ids)}
-    return {"type": "abort", "message": str(result.extra.get("message", "Abort request")), "status_code": None, "err_type": None}
+    return {
+        "type": "abort",
+        "message": str(result.extra.get("message", "Abort request")),
+        "status_code": None,
+        "err_type": None,
+    }
 
 
 def reply_json(result: GenerateResult, *, return_logprob: bool, text: str, latency_s: float) -> dict[str, Any]:
@@ -97,7 +119,11 @@ def reply_json(result: GenerateResult, *, return_logprob: bool, text: str, laten
         "completion_tokens": len(result.output_ids),
         "cached_tokens": result.cached_tokens,
         "weight_version": version_to_wire(result.version_spans[-1].version),
-        "weight_versions": [{"version": version_to_wire(s.version), "start": s.start, "end": s.end} for s in result.version_spans if s.end > s.start],
+        "weight_versions": [
+            {"version": version_to_wire(s.version), "start": s.start, "end": s.end}
+            for s in result.version_spans
+            if s.end > s.start
+        ],
         "e2e_latency": latency_s,
     }
     if return_logprob:
@@ -136,14 +162,19 @@ def parse_reply(body: dict[str, Any], *, request_id: str, prompt_len: int, sourc
     )
 
 
-def _tokens_and_logprobs(body: dict[str, Any], meta: dict[str, Any], request_id: str, source: str) -> tuple[list[int], list[float]]:
+def _tokens_and_logprobs(
+    body: dict[str, Any], meta: dict[str, Any], request_id: str, source: str
+) -> tuple[list[int], list[float]]:
     triples = meta.get("output_token_logprobs")
     if triples is None:
         raise EngineError(f"{source}: reply for {request_id} has no output_token_logprobs; send return_logprob=true")
     output_ids = [int(t) for t in body.get("output_ids", [])]
     ids = [int(t[1]) for t in triples]
     if ids != output_ids:
-        raise EngineError(f"{source}: output_token_logprobs ids differ from output_ids for request {request_id} ({len(ids)} vs {len(output_ids)} tokens); the server must return every sampled id (is a proxy rewriting replies?)")
+        raise EngineError(
+            f"{source}: output_token_logprobs ids differ from output_ids for request {request_id} ({len(ids)} vs "
+            f"{len(output_ids)} tokens); the server must return every sampled id (is a proxy rewriting replies?)"
+        )
     logprobs = [float(t[0]) for t in triples]
     return output_ids, logprobs
 
@@ -153,7 +184,11 @@ def _spans(meta: dict[str, Any], n_tokens: int, fallback: int) -> list[VersionSp
     raw = meta.get("weight_versions")
     if raw and n_tokens:
         spans = [VersionSpan(version_from_wire(s["version"]), int(s["start"]), int(s["end"])) for s in raw]
-        if spans[0].start == 0 and spans[-1].end == n_tokens and all(a.end == b.start for a, b in zip(spans, spans[1:])):
+        if (
+            spans[0].start == 0
+            and spans[-1].end == n_tokens
+            and all(a.end == b.start for a, b in zip(spans, spans[1:]))
+        ):
             return spans
         raise EngineError(f"weight_versions spans {raw} do not cover the {n_tokens} output tokens")
     return [VersionSpan(fallback, 0, n_tokens)]

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from multiprocessing.reduction import ForkingPickler
 
 import torch
-import torch.multiprocessing  # noqa: F401  (registers the tensor reductions ForkingPickler uses)
+
+# Importing torch.multiprocessing registers the tensor reductions ForkingPickler uses.
+import torch.multiprocessing
 
 from agentrl.errors import EngineError
 
@@ -40,7 +42,10 @@ def deserialize_named_tensors(payload: str) -> dict[str, torch.Tensor]:
         else:
             pairs = pickle.loads(raw)
     except Exception as exc:  # any unpickling failure is the sender's fault: report it, don't crash
-        raise EngineError(f"serialized_named_tensors could not be decoded ({type(exc).__name__}: {exc}); send torch ForkingPickler output, base64-encoded") from exc
+        raise EngineError(
+            f"serialized_named_tensors could not be decoded ({type(exc).__name__}: {exc}); send torch ForkingPickler "
+            "output, base64-encoded"
+        ) from exc
     if not isinstance(pairs, list) or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
         raise EngineError("serialized_named_tensors must decode to a list of (name, tensor) pairs")
     return {str(name): tensor.clone() for name, tensor in pairs}

@@ -45,7 +45,9 @@ class TrajectoryArchive:
         tmp = final.with_name(f".{final.name}.tmp")
         lines = "".join(json.dumps(_group_record(g)) + "\n" for g in groups).encode("utf-8")
         with open(tmp, "wb") as raw:
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) as packed:  # level 3: most of the size gain, little time
+            with gzip.GzipFile(
+                fileobj=raw, mode="wb", compresslevel=3
+            ) as packed:  # level 3: most of the size gain, little time
                 packed.write(lines)
             raw.flush()
             os.fsync(raw.fileno())  # the file is whole on disk before the buffer forgets the groups
@@ -66,15 +68,25 @@ class TrajectoryArchive:
                             group = _group_from_record(json.loads(line))
                             found[group.group_id] = group
             except (OSError, EOFError, ValueError) as exc:
-                raise RolloutBufferError(f"trajectory archive file {path} is unreadable ({exc}); move it away to read the others") from exc
+                raise RolloutBufferError(
+                    f"trajectory archive file {path} is unreadable ({exc}); move it away to read the others"
+                ) from exc
         return list(found.values())
 
 
 def _group_record(group: StoredGroup) -> dict[str, object]:
-    return {"group_id": group.group_id, "task_id": group.task_id, "seq": group.seq, "state": group.state,
-            "step": group.step, "episodes": [e.model_dump(mode="json") for e in group.episodes]}
+    return {
+        "group_id": group.group_id,
+        "task_id": group.task_id,
+        "seq": group.seq,
+        "state": group.state,
+        "step": group.step,
+        "episodes": [e.model_dump(mode="json") for e in group.episodes],
+    }
 
 
 def _group_from_record(record: dict) -> StoredGroup:
     episodes = [Episode.model_validate(e) for e in record["episodes"]]
-    return StoredGroup(record["group_id"], record["task_id"], int(record["seq"]), record["state"], record["step"], episodes)
+    return StoredGroup(
+        record["group_id"], record["task_id"], int(record["seq"]), record["state"], record["step"], episodes
+    )

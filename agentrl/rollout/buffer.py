@@ -3,7 +3,8 @@
 It holds in-flight groups (with their partial episodes), complete-but-untrained groups, groups
 handed to a trainer step, the dataset cursor and the fingerprints of the model and tokenizer.
 Trained and dropped groups stay until the trainer moves them to the trajectory archive
-(``archive.py``), so the buffer, and each checkpoint's copy of it, does not grow with the run. Invariant: everything a step boundary changes is written in ONE transaction, so a
+(``archive.py``), so the buffer, and each checkpoint's copy of it, does not grow with the run.
+Invariant: everything a step boundary changes is written in ONE transaction, so a
 job killed at any moment resumes from the last boundary with nothing lost and nothing doubled.
 """
 
@@ -80,7 +81,10 @@ class RolloutBuffer:
         if stored is None:
             self._put_meta_now("schema_version", SCHEMA_VERSION)
         elif stored != SCHEMA_VERSION:
-            raise RolloutBufferError(f"rollout buffer {self.path} has schema version {stored}, this agentrl writes {SCHEMA_VERSION}; use a matching agentrl version or a new run directory")
+            raise RolloutBufferError(
+                f"rollout buffer {self.path} has schema version {stored}, this agentrl writes {SCHEMA_VERSION}; use a "
+                "matching agentrl version or a new run directory"
+            )
 
     def _get_meta(self, key: str) -> str | None:
         try:
@@ -99,10 +103,15 @@ class RolloutBuffer:
             self._put_meta_now("fingerprints", json.dumps(fingerprints, sort_keys=True))
             return
         stored = json.loads(stored_text)
-        diffs = [f"{k}: buffer {stored.get(k)!r} != now {v!r}" for k, v in sorted(fingerprints.items()) if k in stored and stored[k] != v]
+        diffs = [
+            f"{k}: buffer {stored.get(k)!r} != now {v!r}"
+            for k, v in sorted(fingerprints.items())
+            if k in stored and stored[k] != v
+        ]
         if diffs:
             raise RolloutBufferError(
-                f"rollout buffer {self.path} was written with a different setup ({'; '.join(diffs)}); its token ids and "
+                f"rollout buffer {self.path} was written with a different setup ({'; '.join(diffs)}); its token ids "
+                "and "
                 "logprobs are meaningless here. Resume with the original model, tokenizer, chat template and engine "
                 "logprob settings, or start a new run directory"
             )
@@ -118,17 +127,24 @@ class RolloutBuffer:
             self._write_boundary(step, groups, dataset_state)
 
     def _write_boundary(self, step: int, groups: Sequence[StoredGroup], dataset_state: dict[str, Any]) -> None:
-        rows = [(g, [(e.episode_id, g.group_id, slot, e.status, e.model_dump_json()) for slot, e in enumerate(g.episodes)]) for g in groups]
+        rows = [
+            (g, [(e.episode_id, g.group_id, slot, e.status, e.model_dump_json()) for slot, e in enumerate(g.episodes)])
+            for g in groups
+        ]
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 for group, episode_rows in rows:
                     self._conn.execute("DELETE FROM episodes WHERE group_id = ?", (group.group_id,))
                     self._conn.execute(
-                        "INSERT OR REPLACE INTO groups (group_id, task_id, seq, state, step, updated_step) VALUES (?, ?, ?, ?, ?, ?)",
+                        "INSERT OR REPLACE INTO groups (group_id, task_id, seq, state, step, updated_step) VALUES (?, "
+                        "?, ?, ?, ?, ?)",
                         (group.group_id, group.task_id, group.seq, group.state, group.step, step),
                     )
-                    self._conn.executemany("INSERT INTO episodes (episode_id, group_id, slot, status, data) VALUES (?, ?, ?, ?, ?)", episode_rows)
+                    self._conn.executemany(
+                        "INSERT INTO episodes (episode_id, group_id, slot, status, data) VALUES (?, ?, ?, ?, ?)",
+                        episode_rows,
+                    )
                 self._put_meta_now("dataset", json.dumps(dataset_state, sort_keys=True))
                 self._put_meta_now("last_step", str(step))
                 self._conn.execute("COMMIT")
@@ -136,7 +152,10 @@ class RolloutBuffer:
                 self._conn.execute("ROLLBACK")
                 raise
         except sqlite3.IntegrityError as exc:
-            raise RolloutBufferError(f"step {step} boundary was not written ({exc}): an episode id appears twice in the groups passed to write_boundary; give every episode a unique id") from exc
+            raise RolloutBufferError(
+                f"step {step} boundary was not written ({exc}): an episode id appears twice in the groups passed to "
+                "write_boundary; give every episode a unique id"
+            ) from exc
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(exc) from exc
 
@@ -173,7 +192,9 @@ class RolloutBuffer:
             ).fetchall()
             groups = []
             for gid, task_id, seq, state, step in group_rows:
-                data = self._conn.execute("SELECT data FROM episodes WHERE group_id = ? ORDER BY slot", (gid,)).fetchall()
+                data = self._conn.execute(
+                    "SELECT data FROM episodes WHERE group_id = ? ORDER BY slot", (gid,)
+                ).fetchall()
                 groups.append(StoredGroup(gid, task_id, seq, state, step, [self._episode(gid, d[0]) for d in data]))
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(exc) from exc
@@ -183,7 +204,10 @@ class RolloutBuffer:
         try:
             return Episode.model_validate_json(data)
         except ValidationError as exc:
-            raise RolloutBufferError(f"rollout buffer {self.path}: an episode of group {group_id} does not parse ({exc.errors()[0]['msg']}); the file is corrupted, restore it from a checkpoint") from exc
+            raise RolloutBufferError(
+                f"rollout buffer {self.path}: an episode of group {group_id} does not parse "
+                f"({exc.errors()[0]['msg']}); the file is corrupted, restore it from a checkpoint"
+            ) from exc
 
     def dataset_state(self) -> dict[str, Any] | None:
         """The dataset cursor state of the last boundary (None before the first)."""

@@ -26,7 +26,14 @@ class TaskDataset:
     (``num_tasks`` of them, or unbounded when ``num_tasks`` is None).
     """
 
-    def __init__(self, task_ids: list[str] | None = None, *, seed: int = 0, epochs: int | None = None, num_tasks: int | None = None) -> None:
+    def __init__(
+        self,
+        task_ids: list[str] | None = None,
+        *,
+        seed: int = 0,
+        epochs: int | None = None,
+        num_tasks: int | None = None,
+    ) -> None:
         self.task_ids = list(task_ids or [])
         if not self.task_ids and num_tasks is not None:
             self.task_ids = [str(i) for i in range(num_tasks)]
@@ -36,7 +43,9 @@ class TaskDataset:
         self._orders: dict[int, list[str]] = {}
 
     @classmethod
-    def from_env(cls, env: Any, *, seed: int = 0, epochs: int | None = None, num_tasks: int | None = None) -> "TaskDataset":
+    def from_env(
+        cls, env: Any, *, seed: int = 0, epochs: int | None = None, num_tasks: int | None = None
+    ) -> TaskDataset:
         """Build the dataset from ``env.task_ids()`` when the env defines it (else seeds as ids)."""
         getter = getattr(env, "task_ids", None)
         ids = list(getter()) if callable(getter) else []
@@ -81,14 +90,21 @@ class TaskDataset:
 
     def state(self) -> dict[str, Any]:
         """JSON-able state stored in the rollout buffer at each step boundary."""
-        return {"cursor": self.cursor, "seed": self.seed, "num_tasks": len(self.task_ids), "fingerprint": self.fingerprint()}
+        return {
+            "cursor": self.cursor,
+            "seed": self.seed,
+            "num_tasks": len(self.task_ids),
+            "fingerprint": self.fingerprint(),
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore the cursor; refuses a state written for another task list or seed."""
         if state.get("fingerprint") != self.fingerprint() or state.get("seed") != self.seed:
             raise RolloutBufferError(
-                f"the rollout buffer's dataset state (seed={state.get('seed')}, {state.get('num_tasks')} tasks) does not match "
-                f"this dataset (seed={self.seed}, {len(self.task_ids)} tasks); resume with the same env config and rollout.seed, "
+                f"the rollout buffer's dataset state (seed={state.get('seed')}, {state.get('num_tasks')} tasks) does "
+                "not match "
+                f"this dataset (seed={self.seed}, {len(self.task_ids)} tasks); resume with the same env config and "
+                "rollout.seed, "
                 "or start a new run directory"
             )
         self.cursor = int(state["cursor"])

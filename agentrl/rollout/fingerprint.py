@@ -15,7 +15,18 @@ from typing import Any
 from agentrl.chat import fingerprint as chat_fingerprint
 
 # Config keys that define the architecture (not dtype, paths or generation defaults).
-_ARCH_KEYS = ("architectures", "model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim", "tie_word_embeddings")
+_ARCH_KEYS = (
+    "architectures",
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "head_dim",
+    "tie_word_embeddings",
+)
 
 
 def _sha(text: str) -> str:

@@ -38,7 +38,9 @@ class RolloutMetrics:
         out["rollout/groups_dropped"] = float(self.groups_dropped)
         out["rollout/tokens_generated"] = float(self.tokens_generated)
         out["rollout/prompt_tokens"] = float(self.prompt_tokens)
-        out["rollout/cached_prompt_frac"] = self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        out["rollout/cached_prompt_frac"] = (
+            self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        )
         out["rollout/engine_time_s"] = self.engine_time_s
         out["rollout/env_time_s"] = self.env_time_s
         out["rollout/sandbox_time_s"] = self.sandbox_time_s

@@ -56,10 +56,20 @@ class RolloutOrchestrator:
         dataset: TaskDataset,
         buffer: RolloutBuffer | None = None,
     ) -> None:
-        self.engine, self.env_factory, self.config, self.dataset, self.buffer = engine, env_factory, config, dataset, buffer
+        self.engine, self.env_factory, self.config, self.dataset, self.buffer = (
+            engine,
+            env_factory,
+            config,
+            dataset,
+            buffer,
+        )
         probe = env_factory()
-        self.env_id = getattr(getattr(probe, "spec", None), "id", None) or f"{type(probe).__module__}:{type(probe).__qualname__}"
-        assembler = ChatAssembler(tokenizer, tools=probe.tool_schemas() or None, template_mismatch=config.template_mismatch)
+        self.env_id = (
+            getattr(getattr(probe, "spec", None), "id", None) or f"{type(probe).__module__}:{type(probe).__qualname__}"
+        )
+        assembler = ChatAssembler(
+            tokenizer, tools=probe.tool_schemas() or None, template_mismatch=config.template_mismatch
+        )
         self._idle_envs: list[MultiTurnEnv] = [probe]
         self._executor = ThreadPoolExecutor(config.concurrency, thread_name_prefix="agentrl-env")
         self._ctx = RunContext(engine, config, assembler, self._executor, RolloutMetrics())
@@ -96,7 +106,9 @@ class RolloutOrchestrator:
         self._groups = [g for g in self._groups if g.state != "handed"]
         if self.buffer is not None:
             stored = [g.stored() for g in batch + dropped + self._groups]
-            await asyncio.get_running_loop().run_in_executor(self._executor, self.buffer.write_boundary, step, stored, self.dataset.state())
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.buffer.write_boundary, step, stored, self.dataset.state()
+            )
         version = self.engine.weight_version
         for group in batch:
             metrics.staleness.update(staleness(e, version) for e in group.episodes)
@@ -136,12 +148,17 @@ class RolloutOrchestrator:
                 return
             seq, task_id = issued
             group_id = f"{seq:08d}:{task_id}"
-            runners = [EpisodeRunner(self._new_episode(task_id, group_id), await self._acquire_env(), self._ctx) for _ in range(self.config.group_size)]
+            runners = [
+                EpisodeRunner(self._new_episode(task_id, group_id), await self._acquire_env(), self._ctx)
+                for _ in range(self.config.group_size)
+            ]
             self._ctx.metrics.started += len(runners)
             self._groups.append(GroupRun(group_id, task_id, seq, runners))
 
     def _new_episode(self, task_id: str, group_id: str) -> Episode:
-        return make_episode(uuid.uuid4().hex, task_id, group_id, task_seed(task_id), self.env_id, self.engine.weight_version)
+        return make_episode(
+            uuid.uuid4().hex, task_id, group_id, task_seed(task_id), self.env_id, self.engine.weight_version
+        )
 
     async def _acquire_env(self) -> MultiTurnEnv:
         if self._idle_envs:
@@ -181,7 +198,8 @@ class RolloutOrchestrator:
         if self.config.on_failure == "fail":
             await self._stop_runners([r for g in self._groups for r in g.runners])
             raise RolloutError(
-                f"episode {failed.episode.episode_id} (task {group.task_id!r}) failed: {error}. The buffer keeps the last "
+                f"episode {failed.episode.episode_id} (task {group.task_id!r}) failed: {error}. The buffer keeps the "
+                "last "
                 "step boundary; fix the cause and resume, or set rollout.on_failure=drop to drop failed groups"
             )
         if failed.failure_source == "engine" and not await self._engine_healthy():
@@ -228,9 +246,14 @@ class RolloutOrchestrator:
             for slot, runner in enumerate(group.runners):
                 if runner.episode.status == "failed":
                     continue
-                if decide(runner.episode, version, self.config.max_staleness, self.config.staleness_policy) == "restart":
+                if (
+                    decide(runner.episode, version, self.config.max_staleness, self.config.staleness_policy)
+                    == "restart"
+                ):
                     env = runner.env or await self._acquire_env()
-                    group.runners[slot] = EpisodeRunner(self._new_episode(group.task_id, group.group_id), env, self._ctx)
+                    group.runners[slot] = EpisodeRunner(
+                        self._new_episode(group.task_id, group.group_id), env, self._ctx
+                    )
                     self._ctx.metrics.restarted += 1
                     group.state = "inflight"
 

@@ -43,7 +43,9 @@ def restore_episode_env(env: Any, episode: Episode) -> RestoreOutcome:
     turns = [episode.turns[i] for i in stepped_turns(episode)]
     snapshot = episode.env_snapshot if turns else None
     try:
-        history = restore_env(env, seed=episode.seed, options=episode.reset_options, actions=[t.action for t in turns], snapshot=snapshot)
+        history = restore_env(
+            env, seed=episode.seed, options=episode.reset_options, actions=[t.action for t in turns], snapshot=snapshot
+        )
     except RolloutError as exc:
         return RestoreOutcome("restart", str(exc))
     except Exception as exc:  # an env's own failure while replaying: the episode restarts, recorded
@@ -54,7 +56,11 @@ def restore_episode_env(env: Any, episode: Episode) -> RestoreOutcome:
     recorded_env = as_recorded([m for t in turns for m in t.env_messages])
     opening_count = len(replayed) - len(recorded_env)
     if opening_count < 0 or replayed[opening_count:] != recorded_env:
-        return RestoreOutcome("restart", "replayed env messages differ from the recorded ones (the env is not deterministic)")
+        return RestoreOutcome(
+            "restart", "replayed env messages differ from the recorded ones (the env is not deterministic)"
+        )
     if replayed[:opening_count] != as_recorded(episode.messages[:opening_count]):
-        return RestoreOutcome("restart", "replayed opening messages differ from the recorded ones (the env is not deterministic)")
+        return RestoreOutcome(
+            "restart", "replayed opening messages differ from the recorded ones (the env is not deterministic)"
+        )
     return RestoreOutcome("replay")

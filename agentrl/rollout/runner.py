@@ -102,12 +102,16 @@ class EpisodeRunner:
             if async_fn is not None and inspect.iscoroutinefunction(async_fn):
                 return await async_fn(*args, **kwargs)
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self.ctx.executor, functools.partial(getattr(self.env, name), *args, **kwargs))
+            return await loop.run_in_executor(
+                self.ctx.executor, functools.partial(getattr(self.env, name), *args, **kwargs)
+            )
         finally:
             self.ctx.metrics.env_time_s += time.perf_counter() - started
 
     async def _start(self) -> None:
-        observation, info = await self._call_env("reset", seed=self.episode.seed, options=dict(self.episode.reset_options))
+        observation, info = await self._call_env(
+            "reset", seed=self.episode.seed, options=dict(self.episode.reset_options)
+        )
         self._take_cap(info)
         self.failure_source = "ledger"
         self.ledger.start(list(observation))
@@ -147,7 +151,10 @@ class EpisodeRunner:
     async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> str:
         cfg = self.ctx.config
         sampling = SamplingParams(
-            max_new_tokens=max_new, temperature=cfg.temperature, stop_token_ids=self.ctx.assembler.stop_token_ids, stop=tuple(cfg.stop)
+            max_new_tokens=max_new,
+            temperature=cfg.temperature,
+            stop_token_ids=self.ctx.assembler.stop_token_ids,
+            stop=tuple(cfg.stop),
         )
         self.failure_source = "engine"
         self.request_id = new_request_id()
@@ -200,8 +207,13 @@ class EpisodeRunner:
 def make_episode(episode_id: str, task_id: str, group_id: str, seed: int, env_id: str, version: int) -> Episode:
     """A fresh, not yet started episode of a task (reset options carry the task id)."""
     return Episode(
-        episode_id=episode_id, task_id=task_id, group_id=group_id, env_id=env_id, seed=seed,
-        reset_options={"task_id": task_id}, created_version=version,
+        episode_id=episode_id,
+        task_id=task_id,
+        group_id=group_id,
+        env_id=env_id,
+        seed=seed,
+        reset_options={"task_id": task_id},
+        created_version=version,
     )
 
 

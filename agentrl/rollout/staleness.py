@@ -18,7 +18,9 @@ def staleness(episode: Episode, current_version: int) -> int:
     return 0 if oldest is None else max(0, current_version - oldest)
 
 
-def decide(episode: Episode, current_version: int, max_staleness: int, policy: Literal["drop", "mask"]) -> StalenessDecision:
+def decide(
+    episode: Episode, current_version: int, max_staleness: int, policy: Literal["drop", "mask"]
+) -> StalenessDecision:
     """keep (fresh enough), restart (policy drop: discard tokens, new episode), or mask (keep it;
     the trainer masks tokens older than its ``max_token_lag``)."""
     if staleness(episode, current_version) <= max_staleness:

@@ -57,14 +57,25 @@ class MicroBatch:
         """Token ids predicted at each position: input_ids shifted left by one."""
         return self.input_ids[:, 1:]
 
-    def to(self, device: torch.device | str) -> "MicroBatch":
+    def to(self, device: torch.device | str) -> MicroBatch:
         """The same micro-batch on ``device``."""
-        return MicroBatch(self.input_ids.to(device), self.logp_old.to(device), self.mask.to(device),
-                          self.adv.to(device), self.turn_ids.to(device), self.rows)
+        return MicroBatch(
+            self.input_ids.to(device),
+            self.logp_old.to(device),
+            self.mask.to(device),
+            self.adv.to(device),
+            self.turn_ids.to(device),
+            self.rows,
+        )
 
 
-def segment_row(segment: TokenSegment, turn_adv: Sequence[float], episode_index: int,
-                current_version: int, max_token_lag: int | None) -> TrainRow:
+def segment_row(
+    segment: TokenSegment,
+    turn_adv: Sequence[float],
+    episode_index: int,
+    current_version: int,
+    max_token_lag: int | None,
+) -> TrainRow:
     """Align one segment: shift its completion arrays onto next-token positions; mask stale tokens."""
     ids = segment.input_ids
     n_prompt = len(segment.prompt_ids)
@@ -90,14 +101,17 @@ def _turn_count(episode: Episode) -> int:
     return max(len(episode.turns), max_turn + 1)
 
 
-def build_rows(groups: Sequence[Sequence[Episode]], group_size: int, algo: AlgorithmConfig,
-               current_version: int) -> list[TrainRow]:
+def build_rows(
+    groups: Sequence[Sequence[Episode]], group_size: int, algo: AlgorithmConfig, current_version: int
+) -> list[TrainRow]:
     """Per-turn advantages for every group (GSPO.md 3.2), then one row per token segment."""
     episodes: list[Episode] = []
     for index, group in enumerate(groups):
         if len(group) != group_size:
-            raise ConfigError(f"group {index} has {len(group)} episodes but rollout.group_size is {group_size}; "
-                              "the rollout must hand the trainer complete groups")
+            raise ConfigError(
+                f"group {index} has {len(group)} episodes but rollout.group_size is {group_size}; "
+                "the rollout must hand the trainer complete groups"
+            )
         episodes.extend(group)
     turn_rewards: list[list[float | None]] = []
     for ep in episodes:
@@ -105,17 +119,32 @@ def build_rows(groups: Sequence[Sequence[Episode]], group_size: int, algo: Algor
         turn_rewards.append(rewards + [None] * (_turn_count(ep) - len(rewards)))
     outcomes = [float("nan") if ep.final_reward is None else float(ep.final_reward) for ep in episodes]
     turn_adv = turn_advantages(
-        algo.turn_advantage, outcomes, turn_rewards, group_size, eps=algo.adv_eps, lam=algo.lam,
-        gamma=algo.gamma, episode_weight=algo.episode_weight, step_weight=algo.step_weight,
+        algo.turn_advantage,
+        outcomes,
+        turn_rewards,
+        group_size,
+        eps=algo.adv_eps,
+        lam=algo.lam,
+        gamma=algo.gamma,
+        episode_weight=algo.episode_weight,
+        step_weight=algo.step_weight,
     )
     if algo.adv_scale == "none":
         turn_adv = _unscaled(algo, outcomes, turn_rewards, group_size, turn_adv)
-    return [segment_row(seg, turn_adv[i], i, current_version, algo.max_token_lag)
-            for i, ep in enumerate(episodes) for seg in ep.segments]
+    return [
+        segment_row(seg, turn_adv[i], i, current_version, algo.max_token_lag)
+        for i, ep in enumerate(episodes)
+        for seg in ep.segments
+    ]
 
 
-def _unscaled(algo: AlgorithmConfig, outcomes: list[float], turn_rewards: list[list[float | None]],
-              group_size: int, turn_adv: list[list[float]]) -> list[list[float]]:
+def _unscaled(
+    algo: AlgorithmConfig,
+    outcomes: list[float],
+    turn_rewards: list[list[float | None]],
+    group_size: int,
+    turn_adv: list[list[float]],
+) -> list[list[float]]:
     """Dr-GRPO (adv_scale none) is defined for the outcome scheme only; validated in the run config."""
     from agentrl.algos import group_advantages
 
@@ -126,10 +155,12 @@ def _unscaled(algo: AlgorithmConfig, outcomes: list[float], turn_rewards: list[l
 def split_mini_batches(rows: list[TrainRow], num: int) -> list[list[TrainRow]]:
     """Contiguous, equal-sized slices (whole rows); the caller validated that num divides the rows."""
     if num < 1 or len(rows) % num != 0:
-        raise ConfigError(f"{len(rows)} rows do not split into {num} equal mini-batches; make "
-                          "rollout.prompts_per_step * rollout.group_size divisible by trainer.mini_batches")
+        raise ConfigError(
+            f"{len(rows)} rows do not split into {num} equal mini-batches; make "
+            "rollout.prompts_per_step * rollout.group_size divisible by trainer.mini_batches"
+        )
     size = len(rows) // num
-    return [rows[i * size:(i + 1) * size] for i in range(num)]
+    return [rows[i * size : (i + 1) * size] for i in range(num)]
 
 
 def pack_micro_batches(rows: Sequence[TrainRow], token_budget: int) -> list[MicroBatch]:

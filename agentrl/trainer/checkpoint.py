@@ -25,7 +25,6 @@ from agentrl.rollout.buffer import BUFFER_FILE
 from agentrl.trainer.distributed import DistInfo
 
 
-
 @dataclass
 class Checkpoint:
     """A complete checkpoint on disk."""
@@ -42,7 +41,11 @@ class Checkpoint:
 
 def rng_state() -> dict[str, Any]:
     """Every RNG the run draws from: python, numpy, torch CPU and CUDA."""
-    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -71,9 +74,18 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def save_checkpoint(run_dir: Path, step: int, *, lm: nn.Module, state: dict[str, torch.Tensor], tokenizer: Any,
-                    training_state: dict[str, Any], meta: dict[str, Any], keep: int = 2,
-                    dist: DistInfo = DistInfo()) -> Path:
+def save_checkpoint(
+    run_dir: Path,
+    step: int,
+    *,
+    lm: nn.Module,
+    state: dict[str, torch.Tensor],
+    tokenizer: Any,
+    training_state: dict[str, Any],
+    meta: dict[str, Any],
+    keep: int = 2,
+    dist: DistInfo = DistInfo(),
+) -> Path:
     """Write ``checkpoints/step_XXXXXX`` atomically; every rank writes its optimizer shard first."""
     root = run_dir / "checkpoints"
     final = root / f"step_{step:06d}"
@@ -90,7 +102,9 @@ def save_checkpoint(run_dir: Path, step: int, *, lm: nn.Module, state: dict[str,
             tokenizer.save_pretrained(tmp / "model")
         if (run_dir / BUFFER_FILE).exists():
             copy_sqlite(run_dir / BUFFER_FILE, tmp / BUFFER_FILE)
-        (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "world_size": dist.world_size, **meta}, indent=1))
+        (tmp / "trainer_state.json").write_text(
+            json.dumps({"step": step, "world_size": dist.world_size, **meta}, indent=1)
+        )
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         _write_atomic(root / "latest", final.name + "\n")
@@ -115,8 +129,10 @@ def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
     path = run_dir / "checkpoints" / pointer.read_text().strip()
     state_file = path / "trainer_state.json"
     if not state_file.is_file():
-        raise CheckpointError(f"checkpoint {str(path)!r} named by {str(pointer)!r} is incomplete (no trainer_state.json); "
-                              "delete the pointer to fall back to a fresh run")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} named by {str(pointer)!r} is incomplete (no trainer_state.json); "
+            "delete the pointer to fall back to a fresh run"
+        )
     meta = json.loads(state_file.read_text())
     return Checkpoint(path=path, step=int(meta["step"]), meta=meta)
 
@@ -124,8 +140,10 @@ def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
 def load_training_state(ckpt: Checkpoint, dist: DistInfo = DistInfo()) -> dict[str, Any]:
     """This rank's optimizer/scheduler/RNG state of ``ckpt`` (checked against the world size)."""
     if int(ckpt.meta.get("world_size", 1)) != dist.world_size:
-        raise CheckpointError(f"checkpoint {str(ckpt.path)!r} was written by {ckpt.meta.get('world_size')} processes but "
-                              f"this run has {dist.world_size}; resume with the same torchrun --nproc-per-node")
+        raise CheckpointError(
+            f"checkpoint {str(ckpt.path)!r} was written by {ckpt.meta.get('world_size')} processes but "
+            f"this run has {dist.world_size}; resume with the same torchrun --nproc-per-node"
+        )
     return torch.load(ckpt.path / f"training_rank{dist.rank}.pt", weights_only=False)
 
 

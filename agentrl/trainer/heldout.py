@@ -26,14 +26,23 @@ async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str
     if cfg.eval.max_tasks is not None:
         task_ids = task_ids[: cfg.eval.max_tasks]
     # Evaluation episodes run to their end: no partial rollouts, one "group" of samples per task.
-    rollout = cfg.rollout.model_copy(update={"partial_rollout": False, "group_size": cfg.eval.samples,
-                                             "temperature": cfg.eval.temperature})
+    rollout = cfg.rollout.model_copy(
+        update={"partial_rollout": False, "group_size": cfg.eval.samples, "temperature": cfg.eval.temperature}
+    )
     # Common random numbers: the same seed stream before and after training, so the comparison is
     # paired (the same model samples the same answers) and its noise shrinks to what training changed.
     paired = SeededEngine(engine, cfg.trainer.seed)
     paired.set_step(-1)
-    return await evaluate(paired, env_factory, tokenizer, rollout, samples=cfg.eval.samples, ks=(1,),
-                          task_ids=task_ids or None, concurrency=cfg.eval.concurrency)
+    return await evaluate(
+        paired,
+        env_factory,
+        tokenizer,
+        rollout,
+        samples=cfg.eval.samples,
+        ks=(1,),
+        task_ids=task_ids or None,
+        concurrency=cfg.eval.concurrency,
+    )
 
 
 async def heldout_eval(cfg: RunConfig, engine: Any, tokenizer: Any, run_dir: Path, phase: str) -> dict[str, float]:

@@ -21,8 +21,13 @@ class TokenLogprobs:
     entropy_n: torch.Tensor  # [n] fp32, detached
 
 
-def _chunk_logprobs(hidden_nh: torch.Tensor, weight_vh: torch.Tensor, bias_v: torch.Tensor | None,
-                    targets_n: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _chunk_logprobs(
+    hidden_nh: torch.Tensor,
+    weight_vh: torch.Tensor,
+    bias_v: torch.Tensor | None,
+    targets_n: torch.Tensor,
+    temperature: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """logp of the targets and the entropy, for one chunk of positions (fp32 log-softmax)."""
     logits = nn.functional.linear(hidden_nh, weight_vh, bias_v).float() / temperature
     lse = torch.logsumexp(logits, dim=-1)
@@ -44,8 +49,9 @@ class PolicyLogprobs(nn.Module):
         self.lm = lm
         self.chunk_tokens = chunk_tokens
 
-    def forward(self, input_ids: torch.Tensor, select_bt: torch.Tensor, temperature: float,
-                checkpoint_chunks: bool = True) -> TokenLogprobs:
+    def forward(
+        self, input_ids: torch.Tensor, select_bt: torch.Tensor, temperature: float, checkpoint_chunks: bool = True
+    ) -> TokenLogprobs:
         """Logprobs of ``input_ids[:, t+1]`` at positions where ``select_bt[:, t]`` (shape [b, L-1])."""
         hidden = self.lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
         head = self.lm.get_output_embeddings()
@@ -62,7 +68,9 @@ class PolicyLogprobs(nn.Module):
             logps.append(logp)
             entropies.append(ent)
         logp_n = torch.cat(logps)
-        logp_bt = torch.zeros(select_bt.shape, dtype=torch.float32, device=hidden.device).masked_scatter(select_bt, logp_n)
+        logp_bt = torch.zeros(select_bt.shape, dtype=torch.float32, device=hidden.device).masked_scatter(
+            select_bt, logp_n
+        )
         return TokenLogprobs(logp_bt=logp_bt, entropy_n=torch.cat(entropies).detach())
 
 

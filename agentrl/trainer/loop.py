@@ -22,7 +22,14 @@ from agentrl.engines.factory import make_engine
 from agentrl.errors import CheckpointError, ConfigError
 from agentrl.rollout.archive import TrajectoryArchive
 from agentrl.trainer.batch import build_rows
-from agentrl.trainer.checkpoint import BUFFER_FILE, latest_checkpoint, load_training_state, restore_buffer, save_checkpoint, set_rng_state
+from agentrl.trainer.checkpoint import (
+    BUFFER_FILE,
+    latest_checkpoint,
+    load_training_state,
+    restore_buffer,
+    save_checkpoint,
+    set_rng_state,
+)
 from agentrl.trainer.distributed import DistInfo, decoder_layers_of, full_state_dict, init_distributed, shard_policy
 from agentrl.trainer.episode_stats import episode_metrics
 from agentrl.trainer.heldout import heldout_eval, summary_lines
@@ -59,8 +66,10 @@ def make_run_dir(cfg: RunConfig, config_name: str, resume: str | Path | None) ->
     name = cfg.logging.run_name or f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.logging.run_root) / name
     if (run_dir / "checkpoints").exists() or (run_dir / BUFFER_FILE).exists():
-        raise ConfigError(f"run directory {str(run_dir)!r} already holds a run; pass --resume {run_dir} to continue "
-                          "it or choose another logging.run_name")
+        raise ConfigError(
+            f"run directory {str(run_dir)!r} already holds a run; pass --resume {run_dir} to continue "
+            "it or choose another logging.run_name"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir
 
@@ -110,8 +119,14 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         write_run_meta(run_dir, cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
     lm, policy = _load_policy(cfg, ckpt.model_dir if ckpt else cfg.model.path, dist)
-    updater = PolicyUpdater(policy, cfg.algorithm, cfg.trainer, temperature=cfg.rollout.temperature,
-                            total_steps=cfg.trainer.steps, dist=dist)
+    updater = PolicyUpdater(
+        policy,
+        cfg.algorithm,
+        cfg.trainer,
+        temperature=cfg.rollout.temperature,
+        total_steps=cfg.trainer.steps,
+        dist=dist,
+    )
     start = 0
     if ckpt is not None:
         state = load_training_state(ckpt, dist)
@@ -123,9 +138,17 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
     if dist.is_main:
         engine, orchestrator = _rollout_side(cfg, run_dir, tokenizer)
     if start:  # the engine loaded the base weights: bring it to the checkpoint's policy
-        await sync_weights(engine, lm, start, transport=_transport(cfg), weights_root=_weights_root(cfg, run_dir), dist=dist)
-    reporter = RunReporter(run_dir, cfg.logging, cfg.trainer.steps, config=cfg.model_dump(mode="json"),
-                           start_step=start, enabled=dist.is_main)
+        await sync_weights(
+            engine, lm, start, transport=_transport(cfg), weights_root=_weights_root(cfg, run_dir), dist=dist
+        )
+    reporter = RunReporter(
+        run_dir,
+        cfg.logging,
+        cfg.trainer.steps,
+        config=cfg.model_dump(mode="json"),
+        start_step=start,
+        enabled=dist.is_main,
+    )
     return Session(cfg, run_dir, dist, lm, tokenizer, updater, engine, orchestrator, reporter, start)
 
 
@@ -176,13 +199,15 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
             s.engine.set_step(step)
         batch = await s.orchestrator.collect_step(step) if s.dist.is_main else None
         groups, rollout_metrics, exhausted = _broadcast(
-            (batch.groups, batch.metrics, batch.exhausted) if batch is not None else None, s.dist)
+            (batch.groups, batch.metrics, batch.exhausted) if batch is not None else None, s.dist
+        )
         if not groups:
             break
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
         train_metrics = s.updater.update(rows)
-        sync_s = await sync_weights(s.engine, s.lm, step, transport=_transport(cfg),
-                                    weights_root=_weights_root(cfg, s.run_dir), dist=s.dist)
+        sync_s = await sync_weights(
+            s.engine, s.lm, step, transport=_transport(cfg), weights_root=_weights_root(cfg, s.run_dir), dist=s.dist
+        )
         if s.dist.is_main:
             s.orchestrator.commit_step(step)
             if s.orchestrator.buffer is not None:  # trained groups leave the buffer (and later checkpoints)
@@ -191,9 +216,18 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
             _save(s, step)
         wall = time.perf_counter() - started
         tokens = train_metrics.get("train/trained_tokens", 0.0)
-        s.reporter.log(step, {**rollout_metrics, **episode_metrics(groups), **train_metrics,
-                              "perf/sync_s": sync_s, "perf/step_s": wall, "perf/tokens_per_s": tokens / wall,
-                              "engine/weight_version": float(step)})
+        s.reporter.log(
+            step,
+            {
+                **rollout_metrics,
+                **episode_metrics(groups),
+                **train_metrics,
+                "perf/sync_s": sync_s,
+                "perf/step_s": wall,
+                "perf/tokens_per_s": tokens / wall,
+                "engine/weight_version": float(step),
+            },
+        )
         if exhausted:
             break
     return s.reporter.history
@@ -202,8 +236,17 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
 def _save(s: Session, step: int) -> None:
     state = full_state_dict(s.lm)
     training = {"optimizer": s.updater.optimizer.state_dict(), "scheduler": s.updater.scheduler.state_dict()}
-    save_checkpoint(s.run_dir, step, lm=s.lm, state=state, tokenizer=s.tokenizer, training_state=training,
-                    meta={"model_path": s.cfg.model.path}, keep=s.cfg.trainer.keep_checkpoints, dist=s.dist)
+    save_checkpoint(
+        s.run_dir,
+        step,
+        lm=s.lm,
+        state=state,
+        tokenizer=s.tokenizer,
+        training_state=training,
+        meta={"model_path": s.cfg.model.path},
+        keep=s.cfg.trainer.keep_checkpoints,
+        dist=s.dist,
+    )
 
 
 async def _close(s: Session) -> None:

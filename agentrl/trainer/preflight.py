@@ -35,7 +35,10 @@ async def check_engine(cfg: RunConfig) -> list[str]:
     engine = SGLangEngine(cfg.engine)
     try:
         if not await engine.health():
-            raise EngineError(f"SGLang servers {cfg.engine.urls} are not all healthy (GET /health != 200); start them with scripts/launch_sglang.sh and retry")
+            raise EngineError(
+                f"SGLang servers {cfg.engine.urls} are not all healthy (GET /health != 200); start them with "
+                "scripts/launch_sglang.sh and retry"
+            )
         await engine.probe()
     finally:
         await engine.close()

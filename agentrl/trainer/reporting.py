@@ -20,11 +20,13 @@ METRICS_FILE = "metrics.jsonl"
 
 def progress_line(step: int, total: int, m: dict[str, float]) -> str:
     """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) 412 tok/s'."""
-    return (f"step {step}/{total} reward {m.get('episode/reward_mean', 0.0):.2f} "
-            f"solved {100 * m.get('episode/success_rate', 0.0):.0f}% "
-            f"clip {100 * m.get('train/clip_frac_seq', 0.0):.1f}% |log s| {m.get('train/abs_log_s_mean', 0.0):.0e} "
-            f"partial {m.get('rollout/groups_carried', 0.0):.0f} (<={m.get('rollout/staleness_max', 0.0):.0f} behind) "
-            f"{m.get('perf/tokens_per_s', 0.0):.0f} tok/s")
+    return (
+        f"step {step}/{total} reward {m.get('episode/reward_mean', 0.0):.2f} "
+        f"solved {100 * m.get('episode/success_rate', 0.0):.0f}% "
+        f"clip {100 * m.get('train/clip_frac_seq', 0.0):.1f}% |log s| {m.get('train/abs_log_s_mean', 0.0):.0e} "
+        f"partial {m.get('rollout/groups_carried', 0.0):.0f} (<={m.get('rollout/staleness_max', 0.0):.0f} behind) "
+        f"{m.get('perf/tokens_per_s', 0.0):.0f} tok/s"
+    )
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -43,8 +45,16 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
 class RunReporter:
     """Writes each step's metrics to every sink; a no-op on ranks other than 0."""
 
-    def __init__(self, run_dir: Path, cfg: LoggingConfig, total_steps: int, *, config: dict[str, Any],
-                 start_step: int = 0, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        cfg: LoggingConfig,
+        total_steps: int,
+        *,
+        config: dict[str, Any],
+        start_step: int = 0,
+        enabled: bool = True,
+    ) -> None:
         self.run_dir, self.cfg, self.total, self.enabled = run_dir, cfg, total_steps, enabled
         self.history = [r for r in read_metrics(run_dir) if r.get("step", 0) <= start_step] if enabled else []
         if enabled:  # steps after the checkpoint will be redone: drop them so the file equals an uninterrupted run's
@@ -67,8 +77,15 @@ class RunReporter:
             id_file = self.run_dir / "wandb_id"
             run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
             id_file.write_text(run_id)
-            return wandb.init(project=self.cfg.wandb_project, dir=str(self.run_dir), mode=mode, id=run_id,
-                              resume="allow", config=config, name=self.run_dir.name)
+            return wandb.init(
+                project=self.cfg.wandb_project,
+                dir=str(self.run_dir),
+                mode=mode,
+                id=run_id,
+                resume="allow",
+                config=config,
+                name=self.run_dir.name,
+            )
         except Exception as exc:  # wandb failing (no service, bad key) must not stop training; metrics.jsonl has it all
             warnings.warn(f"wandb disabled for this run: {exc}", stacklevel=2)
             return None

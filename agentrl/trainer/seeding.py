@@ -46,7 +46,9 @@ class SeededEngine:
         """The wrapped engine's policy version."""
         return self.inner.weight_version
 
-    async def generate(self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None) -> GenerateResult:
+    async def generate(
+        self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None
+    ) -> GenerateResult:
         """Generate with a content-derived seed unless the caller set one."""
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": self.request_seed(list(input_ids))})

@@ -19,7 +19,9 @@ from agentrl.engines.base import InferenceEngine
 from agentrl.trainer.distributed import DistInfo, full_state_dict
 
 
-def write_weights_dir(lm: nn.Module, state: dict[str, torch.Tensor], weights_root: Path, version: int, keep: int = 2) -> Path:
+def write_weights_dir(
+    lm: nn.Module, state: dict[str, torch.Tensor], weights_root: Path, version: int, keep: int = 2
+) -> Path:
     """Save ``state`` as a Hugging Face model dir ``weights_root/v{version}`` (atomic rename); prune old ones."""
     weights_root.mkdir(parents=True, exist_ok=True)
     final = weights_root / f"v{version:06d}"
@@ -33,8 +35,15 @@ def write_weights_dir(lm: nn.Module, state: dict[str, torch.Tensor], weights_roo
     return final
 
 
-async def sync_weights(engine: InferenceEngine | None, lm: nn.Module, version: int, *, transport: str,
-                       weights_root: Path, dist: DistInfo = DistInfo()) -> float:
+async def sync_weights(
+    engine: InferenceEngine | None,
+    lm: nn.Module,
+    version: int,
+    *,
+    transport: str,
+    weights_root: Path,
+    dist: DistInfo = DistInfo(),
+) -> float:
     """Push the LM's weights to ``engine`` as ``version``; returns the seconds it took.
 
     ``transport`` is ``state_dict`` (the in-process engine, or colocated SGLang servers that take the

@@ -27,6 +27,7 @@ _COUNT_KEYS = ("n_tokens", "n_seqs", "n_clipped_tokens", "n_clipped_seqs", "sum_
 
 def lr_lambda(cfg: TrainerConfig, total_updates: int) -> Callable[[int], float]:
     """Linear warm-up over ``warmup_steps`` optimizer steps, then constant, cosine or linear decay to 0."""
+
     def factor(update: int) -> float:
         if update < cfg.warmup_steps:
             return (update + 1) / cfg.warmup_steps
@@ -34,6 +35,7 @@ def lr_lambda(cfg: TrainerConfig, total_updates: int) -> Callable[[int], float]:
             return 1.0
         progress = min(1.0, (update - cfg.warmup_steps) / max(1, total_updates - cfg.warmup_steps))
         return 0.5 * (1 + math.cos(math.pi * progress)) if cfg.lr_schedule == "cosine" else 1.0 - progress
+
     return factor
 
 
@@ -45,11 +47,21 @@ def _dummy_micro_batch() -> MicroBatch:
 class PolicyUpdater:
     """Owns the optimizer and LR schedule; turns trainer rows into optimizer steps."""
 
-    def __init__(self, policy: PolicyLogprobs, algo: AlgorithmConfig, cfg: TrainerConfig, *, temperature: float,
-                 total_steps: int, dist: DistInfo = DistInfo()) -> None:
+    def __init__(
+        self,
+        policy: PolicyLogprobs,
+        algo: AlgorithmConfig,
+        cfg: TrainerConfig,
+        *,
+        temperature: float,
+        total_steps: int,
+        dist: DistInfo = DistInfo(),
+    ) -> None:
         self.policy, self.algo, self.cfg, self.temperature, self.dist = policy, algo, cfg, temperature, dist
         self.device = next(policy.parameters()).device
-        self.optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            policy.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay
+        )
         self.scheduler = LambdaLR(self.optimizer, lr_lambda(cfg, total_steps * cfg.mini_batches))
 
     def _autocast(self) -> contextlib.AbstractContextManager:
@@ -58,7 +70,7 @@ class PolicyUpdater:
         return contextlib.nullcontext()
 
     def _local_rows(self, rows: list[TrainRow]) -> list[TrainRow]:
-        return rows[self.dist.rank::self.dist.world_size] if self.dist.enabled else rows
+        return rows[self.dist.rank :: self.dist.world_size] if self.dist.enabled else rows
 
     def _micro_batches(self, rows: list[TrainRow]) -> list[MicroBatch]:
         local = pack_micro_batches(rows, self.cfg.micro_batch_tokens) if rows else []
@@ -106,12 +118,22 @@ class PolicyUpdater:
             stats.update(_quantiles("mb0_abs_log_s", torch.cat(abs_log_s)))
         return dict(stats), float(norm)
 
-    def _micro_loss(self, micro: MicroBatch, n_local: float, stats: dict[str, float]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _micro_loss(
+        self, micro: MicroBatch, n_local: float, stats: dict[str, float]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         with self._autocast():
             out = self.policy(micro.input_ids, micro.mask, self.temperature)
-        loss_out = policy_loss(self.algo.loss, out.logp_bt, micro.logp_old, micro.mask, micro.adv,
-                               eps_low=self.algo.eps_low, eps_high=self.algo.eps_high,
-                               num_sequences=n_local, log_ratio_clamp=self.algo.log_ratio_clamp)
+        loss_out = policy_loss(
+            self.algo.loss,
+            out.logp_bt,
+            micro.logp_old,
+            micro.mask,
+            micro.adv,
+            eps_low=self.algo.eps_low,
+            eps_high=self.algo.eps_high,
+            num_sequences=n_local,
+            log_ratio_clamp=self.algo.log_ratio_clamp,
+        )
         real = [r for r in micro.rows if r.episode_index >= 0]
         if real:
             for key in _COUNT_KEYS[:5]:
@@ -121,7 +143,9 @@ class PolicyUpdater:
         stats["loss"] += loss_out.metrics["loss"]
         return loss_out.loss, out.logp_bt.detach()
 
-    def _summarize(self, totals: dict[str, float], grad_norms: list[float], num_rows: int, wall_s: float) -> dict[str, float]:
+    def _summarize(
+        self, totals: dict[str, float], grad_norms: list[float], num_rows: int, wall_s: float
+    ) -> dict[str, float]:
         keys = list(_COUNT_KEYS) + ["skipped_rows"]
         summed = dict(zip(keys, sum_over_ranks([totals.get(k, 0.0) for k in keys], self.dist)))
         n_tok = max(summed["n_tokens"], 1.0)
@@ -158,8 +182,15 @@ class PolicyUpdater:
                 logp = self.policy(dev.input_ids, dev.mask, self.temperature).logp_bt.cpu()
             if not any(r.episode_index >= 0 for r in micro.rows):
                 continue
-            probe = policy_loss(self.algo.loss, logp, micro.logp_old, micro.mask, micro.adv,
-                                eps_low=self.algo.eps_low, eps_high=self.algo.eps_high)
+            probe = policy_loss(
+                self.algo.loss,
+                logp,
+                micro.logp_old,
+                micro.mask,
+                micro.adv,
+                eps_low=self.algo.eps_low,
+                eps_high=self.algo.eps_high,
+            )
             clipped, seqs = clipped + probe.metrics["n_clipped_seqs"], seqs + probe.metrics["n_seqs"]
             abs_log_s.append(_abs_log_s(logp, micro))
             for k in micro.turn_ids[micro.mask].unique().tolist():
@@ -191,8 +222,9 @@ def _quantiles(prefix: str, values: torch.Tensor) -> dict[str, float]:
     return {f"{prefix}_p50": q[0], f"{prefix}_p90": q[1], f"{prefix}_max": float(values.max())}
 
 
-def _mismatch_metrics(by_turn: dict[int, list[torch.Tensor]], abs_log_s: list[torch.Tensor], clipped: float,
-                      seqs: float) -> dict[str, float]:
+def _mismatch_metrics(
+    by_turn: dict[int, list[torch.Tensor]], abs_log_s: list[torch.Tensor], clipped: float, seqs: float
+) -> dict[str, float]:
     """Per-turn mean/max |delta logprob| and the k3 KL estimate E[exp(d) - 1 - d], d = logp_train - logp_engine."""
     out: dict[str, float] = {}
     all_d = []
@@ -204,8 +236,13 @@ def _mismatch_metrics(by_turn: dict[int, list[torch.Tensor]], abs_log_s: list[to
         out[f"mismatch/turn{k}/kl_k3"] = float((d.exp() - 1 - d).mean())
     if all_d:
         d = torch.cat(all_d)
-        out.update({"mismatch/abs_mean": float(d.abs().mean()), "mismatch/abs_max": float(d.abs().max()),
-                    "mismatch/kl_k3": float((d.exp() - 1 - d).mean())})
+        out.update(
+            {
+                "mismatch/abs_mean": float(d.abs().mean()),
+                "mismatch/abs_max": float(d.abs().max()),
+                "mismatch/kl_k3": float((d.exp() - 1 - d).mean()),
+            }
+        )
     if abs_log_s:
         out.update(_quantiles("mismatch/pre_update_abs_log_s", torch.cat(abs_log_s)))
     out["mismatch/pre_update_clip_frac_seq"] = clipped / max(seqs, 1.0)

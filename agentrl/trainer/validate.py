@@ -29,27 +29,56 @@ def trainer_problems(cfg: RunConfig, world_size: int = 1) -> list[Problem]:
         problems.append(Problem("algorithm.loss", str(exc), "see shared/GSPO.md section 2.4"))
     rows = rollout.group_size * rollout.prompts_per_step
     if rows % (trainer.mini_batches * world_size):
-        problems.append(Problem(
-            "trainer.mini_batches",
-            f"a step's {rows} episodes (rollout.group_size={rollout.group_size} x rollout.prompts_per_step="
-            f"{rollout.prompts_per_step}) do not split into {trainer.mini_batches} mini-batches x {world_size} ranks",
-            f"make rollout.group_size * rollout.prompts_per_step a multiple of {trainer.mini_batches * world_size}",
-        ))
+        problems.append(
+            Problem(
+                "trainer.mini_batches",
+                f"a step's {rows} episodes (rollout.group_size={rollout.group_size} x rollout.prompts_per_step="
+                f"{rollout.prompts_per_step}) do not split into {trainer.mini_batches} mini-batches x {world_size} "
+                "ranks",
+                f"make rollout.group_size * rollout.prompts_per_step a multiple of {trainer.mini_batches * world_size}",
+            )
+        )
     if algo.loss == "gspo" and algo.turn_advantage != "outcome":
-        problems.append(Problem("algorithm.turn_advantage", f"{algo.turn_advantage!r} gives per-turn advantages, but loss "
-                                "'gspo' takes one advantage per sequence", "use algorithm.loss: gspo_token, or turn_advantage: outcome"))
+        problems.append(
+            Problem(
+                "algorithm.turn_advantage",
+                f"{algo.turn_advantage!r} gives per-turn advantages, but loss 'gspo' takes one advantage per sequence",
+                "use algorithm.loss: gspo_token, or turn_advantage: outcome",
+            )
+        )
     if algo.adv_scale == "none" and algo.turn_advantage != "outcome":
-        problems.append(Problem("algorithm.adv_scale", "adv_scale 'none' (Dr-GRPO) is defined for the outcome scheme only",
-                                "set algorithm.turn_advantage: outcome or algorithm.adv_scale: std"))
+        problems.append(
+            Problem(
+                "algorithm.adv_scale",
+                "adv_scale 'none' (Dr-GRPO) is defined for the outcome scheme only",
+                "set algorithm.turn_advantage: outcome or algorithm.adv_scale: std",
+            )
+        )
     if rollout.staleness_policy == "mask" and algo.max_token_lag is None:
-        problems.append(Problem("algorithm.max_token_lag", "rollout.staleness_policy is 'mask' but no lag bound is set, "
-                                "so stale tokens would be trained", f"set algorithm.max_token_lag (e.g. {rollout.max_staleness})"))
+        problems.append(
+            Problem(
+                "algorithm.max_token_lag",
+                "rollout.staleness_policy is 'mask' but no lag bound is set, so stale tokens would be trained",
+                f"set algorithm.max_token_lag (e.g. {rollout.max_staleness})",
+            )
+        )
     if algo.loss == "grpo" and algo.log_ratio_clamp is not None:
-        problems.append(Problem("algorithm.log_ratio_clamp", "the clamp bounds the sequence log-ratio log s, which loss "
-                                "'grpo' does not use (its ratios are per token)", "unset it or use gspo/gspo_token"))
+        problems.append(
+            Problem(
+                "algorithm.log_ratio_clamp",
+                "the clamp bounds the sequence log-ratio log s, which loss "
+                "'grpo' does not use (its ratios are per token)",
+                "unset it or use gspo/gspo_token",
+            )
+        )
     if rollout.group_size < 2:
-        problems.append(Problem("rollout.group_size", "group_size 1 gives every episode advantage 0 (nothing to learn)",
-                                "set rollout.group_size >= 2"))
+        problems.append(
+            Problem(
+                "rollout.group_size",
+                "group_size 1 gives every episode advantage 0 (nothing to learn)",
+                "set rollout.group_size >= 2",
+            )
+        )
     return problems
 
 
@@ -63,12 +92,16 @@ def check_engine_logprobs(semantics: LogprobSemantics, cfg: RunConfig) -> None:
     if cfg.algorithm.old_logprobs != "engine":
         return
     if semantics == LogprobSemantics.NONE:
-        raise ConfigError("algorithm.old_logprobs is 'engine' but the engine returns no logprobs; "
-                          "set algorithm.old_logprobs: recompute or use an engine that returns logprobs")
+        raise ConfigError(
+            "algorithm.old_logprobs is 'engine' but the engine returns no logprobs; "
+            "set algorithm.old_logprobs: recompute or use an engine that returns logprobs"
+        )
     if semantics == LogprobSemantics.RAW and cfg.rollout.temperature != 1.0:
-        raise ConfigError(f"the engine returns untempered logprobs (SGLANG_RETURN_ORIGINAL_LOGPROB) but "
-                          f"rollout.temperature={cfg.rollout.temperature}; the ratio would compare different "
-                          "distributions. Unset that server flag, use temperature 1.0, or old_logprobs: recompute")
+        raise ConfigError(
+            f"the engine returns untempered logprobs (SGLANG_RETURN_ORIGINAL_LOGPROB) but "
+            f"rollout.temperature={cfg.rollout.temperature}; the ratio would compare different "
+            "distributions. Unset that server flag, use temperature 1.0, or old_logprobs: recompute"
+        )
 
 
 def model_fingerprint(model_dir: str | Path) -> dict[str, str]:
@@ -93,11 +126,15 @@ def check_resume(run_dir: Path, cfg: RunConfig) -> None:
     """CheckpointError when ``run_dir`` is not a run of ``cfg.model`` (compared by fingerprint)."""
     meta_file = run_dir / RUN_META
     if not meta_file.is_file():
-        raise CheckpointError(f"--resume {str(run_dir)!r} is not a run directory ({RUN_META} missing); "
-                              "pass the directory a previous `agentrl train` created")
+        raise CheckpointError(
+            f"--resume {str(run_dir)!r} is not a run directory ({RUN_META} missing); "
+            "pass the directory a previous `agentrl train` created"
+        )
     meta = json.loads(meta_file.read_text())
     mine = model_fingerprint(cfg.model.path)
     if meta.get("fingerprint") != mine:
-        raise CheckpointError(f"--resume {str(run_dir)!r} trained model {meta.get('model_path')!r} "
-                              f"(fingerprint {meta.get('fingerprint')}) but the config's model.path {cfg.model.path!r} "
-                              f"has fingerprint {mine}; resume with the same model or start a new run")
+        raise CheckpointError(
+            f"--resume {str(run_dir)!r} trained model {meta.get('model_path')!r} "
+            f"(fingerprint {meta.get('fingerprint')}) but the config's model.path {cfg.model.path!r} "
+            f"has fingerprint {mine}; resume with the same model or start a new run"
+        )

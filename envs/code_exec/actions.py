@@ -45,10 +45,14 @@ def _from_tool_call(text: str) -> CodeAction:
     if not call.ok:
         return CodeAction("invalid", via_tool=True, error=call.error or "malformed tool call")
     if call.name not in ("run_python", "submit"):
-        return CodeAction("invalid", via_tool=True, error=f"unknown tool {call.name!r}; the tools are 'run_python' and 'submit'")
+        return CodeAction(
+            "invalid", via_tool=True, error=f"unknown tool {call.name!r}; the tools are 'run_python' and 'submit'"
+        )
     code = call.arguments.get("code")
     if not isinstance(code, str) or not code.strip():
-        return CodeAction("invalid", via_tool=True, error=f'{call.name} needs a non-empty string argument "code", got {code!r}')
+        return CodeAction(
+            "invalid", via_tool=True, error=f'{call.name} needs a non-empty string argument "code", got {code!r}'
+        )
     return CodeAction("run" if call.name == "run_python" else "submit", code=code, via_tool=True)
 
 

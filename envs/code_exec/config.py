@@ -12,16 +12,46 @@ class CodeExecConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tasks: str = Field("easy", description="Task source: a bundled set ('easy'), 'humaneval', or a path to a .jsonl file (schema in envs/code_exec/tasks.py).")
-    split: Literal["train", "test", "test_kinds", "test_instances", "all"] = Field("train", description="train, or held-out tasks: test_kinds (unseen kinds), test_instances (unseen tasks of training kinds), test (both), all.")
-    heldout_kinds: list[str] | None = Field(None, description="Kinds held out of training (None: the source's default, easy -> conditionals, sets).")
+    tasks: str = Field(
+        "easy",
+        description="Task source: a bundled set ('easy'), 'humaneval', or a path to a .jsonl file (schema in "
+        "envs/code_exec/tasks.py).",
+    )
+    split: Literal["train", "test", "test_kinds", "test_instances", "all"] = Field(
+        "train",
+        description="train, or held-out tasks: test_kinds (unseen kinds), test_instances (unseen tasks of training "
+        "kinds), test (both), all.",
+    )
+    heldout_kinds: list[str] | None = Field(
+        None, description="Kinds held out of training (None: the source's default, easy -> conditionals, sets)."
+    )
     heldout_per_kind: int = Field(2, ge=0, description="Last tasks of each training kind held out as test_instances.")
-    max_turns: int = Field(3, ge=1, description="Assistant turns per episode; on the last turn any python block is graded as the submission.")
-    submit_on_definition: bool = Field(True, description="A python block that defines the entry-point function is the submission; False: only the submit tool (or the last turn) submits.")
-    expose_tools: bool = Field(False, description="List run_python/submit as tools in the chat template (fenced python blocks always work).")
+    max_turns: int = Field(
+        3,
+        ge=1,
+        description="Assistant turns per episode; on the last turn any python block is graded as the submission.",
+    )
+    submit_on_definition: bool = Field(
+        True,
+        description="A python block that defines the entry-point function is the submission; False: only the submit "
+        "tool (or the last turn) submits.",
+    )
+    expose_tools: bool = Field(
+        False, description="List run_python/submit as tools in the chat template (fenced python blocks always work)."
+    )
     cell_timeout_s: float = Field(5.0, gt=0, description="Wall-clock limit of one code cell in the sandbox session.")
-    test_timeout_s: float = Field(3.0, gt=0, description="Wall-clock limit of each hidden test (HumanEval's official value is 3 s).")
-    max_output_chars: int = Field(1500, ge=100, description="Cell output shown to the model; longer output keeps its head and tail.")
+    test_timeout_s: float = Field(
+        3.0, gt=0, description="Wall-clock limit of each hidden test (HumanEval's official value is 3 s)."
+    )
+    max_output_chars: int = Field(
+        1500, ge=100, description="Cell output shown to the model; longer output keeps its head and tail."
+    )
     turn_cost: float = Field(0.0, ge=0.0, description="Subtracted from the reward of every turn that does not submit.")
-    run_bonus: float = Field(0.0, ge=0.0, description="Reward for a code cell that runs without an error (a shaping signal).")
-    sandbox: dict[str, Any] = Field(default_factory=lambda: {"kind": "auto"}, description="Sandbox settings: kind docker|process|auto (auto: Docker when an engine and the image exist, else the process backend with a warning) plus the backend's own fields.")
+    run_bonus: float = Field(
+        0.0, ge=0.0, description="Reward for a code cell that runs without an error (a shaping signal)."
+    )
+    sandbox: dict[str, Any] = Field(
+        default_factory=lambda: {"kind": "auto"},
+        description="Sandbox settings: kind docker|process|auto (auto: Docker when an engine and the image exist, else "
+        "the process backend with a warning) plus the backend's own fields.",
+    )

@@ -50,10 +50,17 @@ class CodeExecEnv(MultiTurnEnv):
         check_settings(self.config.sandbox)
         self.max_turns = self.config.max_turns
         self.tools = (run_python, submit) if self.config.expose_tools else ()
-        self._tasks = load_tasks(self.config.tasks, self.config.split, heldout_kinds=self.config.heldout_kinds,
-                                 heldout_per_kind=self.config.heldout_per_kind)
+        self._tasks = load_tasks(
+            self.config.tasks,
+            self.config.split,
+            heldout_kinds=self.config.heldout_kinds,
+            heldout_per_kind=self.config.heldout_per_kind,
+        )
         if not self._tasks:
-            raise ConfigError(f"task source {self.config.tasks!r} has no tasks in split {self.config.split!r}; choose another split or source")
+            raise ConfigError(
+                f"task source {self.config.tasks!r} has no tasks in split {self.config.split!r}; choose another split "
+                "or source"
+            )
         self._by_id = {task.task_id: task for task in self._tasks}
         self.task: CodingTask = self._tasks[0]
         self.cells: list[str] = []
@@ -71,18 +78,27 @@ class CodeExecEnv(MultiTurnEnv):
         """Task ids of the configured split."""
         return [task.task_id for task in self._tasks]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         """Start ``options['task_id']`` (else a task drawn with ``seed``) in a fresh sandbox session."""
         super().reset(seed=seed)
         task_id = (options or {}).get("task_id")
         if task_id is None:
             task_id = self._tasks[int(self.np_random.integers(len(self._tasks)))].task_id
         if task_id not in self._by_id:
-            raise ConfigError(f"task {task_id!r} is not in {self.config.tasks!r} split {self.config.split!r}.{did_you_mean(task_id, self._by_id)}")
+            raise ConfigError(
+                f"task {task_id!r} is not in {self.config.tasks!r} split "
+                f"{self.config.split!r}.{did_you_mean(task_id, self._by_id)}"
+            )
         self.task, self.cells, self.turn = self._by_id[task_id], [], 0
         if self._sandbox is not None:
             self._sandbox.reset()
-        return [user(self._instructions())], {"task_id": task_id, "kind": self.task.kind, "entry_point": self.task.entry_point}
+        return [user(self._instructions())], {
+            "task_id": task_id,
+            "kind": self.task.kind,
+            "entry_point": self.task.entry_point,
+        }
 
     def _instructions(self) -> str:
         entry = self.task.entry_point
@@ -90,7 +106,8 @@ class CodeExecEnv(MultiTurnEnv):
             return f"{self.task.prompt}\n\nAnswer with a single ```python code block that defines `{entry}`."
         return (
             f"{self.task.prompt}\n\nYou may run Python to test ideas: a ```python block that does not define `{entry}` "
-            f"runs in a persistent session and you see its output. Your answer is a ```python block that defines `{entry}`; "
+            "runs in a persistent session and you see its output. Your answer is a ```python block that defines "
+            f"`{entry}`; "
             f"it is graded by hidden tests. You have {self.max_turns} turns."
         )
 
@@ -107,7 +124,9 @@ class CodeExecEnv(MultiTurnEnv):
         if parsed.kind == "invalid":
             message = tool(f"Error: {parsed.error}", name="run_python")
         else:
-            message = user(f"I found no ```python block. Answer with a ```python block that defines `{self.task.entry_point}`.")
+            message = user(
+                f"I found no ```python block. Answer with a ```python block that defines `{self.task.entry_point}`."
+            )
         info = {"action": parsed.kind, "success": False, "reward_components": {"turn_cost": cost}}
         return [message], cost, False, last_turn, info
 
@@ -119,15 +138,24 @@ class CodeExecEnv(MultiTurnEnv):
         text = shorten(result, self.config.max_output_chars)
         message = tool(text, name="run_python") if parsed.via_tool else user(f"Output:\n```\n{text}\n```")
         bonus = self.config.run_bonus if ok else 0.0
-        info = {"action": "run", "code_ran": ok, "success": False, "sandbox_time_s": result.duration_s,
-                "reward_components": {"turn_cost": cost, "code_ran": bonus}}
+        info = {
+            "action": "run",
+            "code_ran": ok,
+            "success": False,
+            "sandbox_time_s": result.duration_s,
+            "reward_components": {"turn_cost": cost, "code_ran": bonus},
+        }
         return [message], cost + bonus, False, last_turn, info
 
     def _submit(self, parsed: CodeAction) -> StepResult:
         result = grade(self.sandbox, self.task, "\n" + parsed.code, per_test_timeout_s=self.config.test_timeout_s)
         info = {
-            "action": "submit", "success": result.success, "tests_passed": sum(result.passed),
-            "tests_total": len(result.passed), "errors": result.errors[:3], "sandbox_time_s": result.duration_s,
+            "action": "submit",
+            "success": result.success,
+            "tests_passed": sum(result.passed),
+            "tests_total": len(result.passed),
+            "errors": result.errors[:3],
+            "sandbox_time_s": result.duration_s,
             "reward_components": {"tests": result.fraction},
         }
         return [], result.fraction, True, False, info
@@ -138,10 +166,14 @@ class CodeExecEnv(MultiTurnEnv):
         if result.stdout.strip() != "42":
             raise PreflightError(
                 f"the sandbox answered {result.stdout!r} (stderr {result.stderr[-300:]!r}) to print(6 * 7); "
-                "run `bash scripts/docker_setup.sh` to (re)start Docker and build the image, or set env.kwargs.sandbox.kind: process"
+                "run `bash scripts/docker_setup.sh` to (re)start Docker and build the image, or set "
+                "env.kwargs.sandbox.kind: process"
             )
         kind = type(self.sandbox).__name__
-        return [f"sandbox {kind} ({len(self._tasks)} {self.config.tasks!r} tasks, split {self.config.split!r}): a cell ran in {result.duration_s * 1000:.1f} ms"]
+        return [
+            f"sandbox {kind} ({len(self._tasks)} {self.config.tasks!r} tasks, split {self.config.split!r}): a cell ran "
+            f"in {result.duration_s * 1000:.1f} ms"
+        ]
 
     def snapshot(self) -> dict[str, Any]:
         """Task, turn count and executed cells: enough to rebuild the sandbox session by re-running them."""

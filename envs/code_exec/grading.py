@@ -16,7 +16,7 @@ from typing import Any
 from envs.code_exec.tasks import CodingTask
 
 # Runs inside the sandbox with the sandbox's python3; reads its payload from stdin.
-HARNESS = r'''
+HARNESS = r"""
 import json, os, signal, sys
 def _main():
     payload = json.loads(sys.stdin.read())
@@ -44,7 +44,7 @@ def _main():
         report.write(f"{marker} {index} {json.dumps(problem)}\n")
         report.flush()
 _main()
-'''
+"""
 
 
 @dataclass
@@ -101,13 +101,19 @@ def parse_report(stdout: str, marker: str, num_tests: int) -> tuple[list[bool], 
 def grade(sandbox: Any, task: CodingTask, solution: str, *, per_test_timeout_s: float = 3.0) -> GradeResult:
     """Run ``task.tests`` against ``solution`` in a new process of ``sandbox`` (fresh state)."""
     marker = secrets.token_hex(8)
-    payload = json.dumps({
-        "marker": marker, "per_test_s": per_test_timeout_s,
-        "program": build_program(task, solution), "tests": task.tests,
-    })
+    payload = json.dumps(
+        {
+            "marker": marker,
+            "per_test_s": per_test_timeout_s,
+            "program": build_program(task, solution),
+            "tests": task.tests,
+        }
+    )
     # The alarm bounds each test; the wall clock also bounds the solution's import-time code.
     budget_s = per_test_timeout_s * (len(task.tests) + 1) + 5.0
     start = time.monotonic()
     result = sandbox.exec(["python3", "-c", HARNESS], timeout_s=budget_s, stdin=payload)
     passed, errors = parse_report(result.stdout, marker, len(task.tests))
-    return GradeResult(passed=passed, errors=errors, timed_out=bool(result.timed_out), duration_s=time.monotonic() - start)
+    return GradeResult(
+        passed=passed, errors=errors, timed_out=bool(result.timed_out), duration_s=time.monotonic() - start
+    )

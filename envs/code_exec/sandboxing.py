@@ -23,7 +23,11 @@ def docker_ready(settings: dict[str, Any]) -> bool:
         import docker
 
         config = sandbox_config(settings, "docker")
-        client = docker.DockerClient(base_url=config.docker_host, timeout=5) if config.docker_host else docker.from_env(timeout=5)
+        client = (
+            docker.DockerClient(base_url=config.docker_host, timeout=5)
+            if config.docker_host
+            else docker.from_env(timeout=5)
+        )
         client.ping()
         client.images.get(config.image or DockerSandboxConfig().image)
         return True
@@ -61,8 +65,10 @@ def resolve_kind(settings: dict[str, Any]) -> str:
         return kind
     if docker_ready(settings):
         return "docker"
-    log.warning("sandbox kind auto: no Docker engine with the sandbox image here, using the process backend "
-                "(weaker isolation; see docs/sandbox-security.md)")
+    log.warning(
+        "sandbox kind auto: no Docker engine with the sandbox image here, using the process backend "
+        "(weaker isolation; see docs/sandbox-security.md)"
+    )
     return "process"
 
 

@@ -35,16 +35,25 @@ class CodingTask(BaseModel):
     kind: str = Field(description="Task family; splits hold out whole kinds.")
     prompt: str = Field(description="Problem statement shown to the model.")
     entry_point: str = Field(description="Name of the function the solution must define.")
-    tests: list[str] = Field(min_length=1, description="Hidden test snippets; each passes when it runs without an exception.")
-    code_prefix: str = Field("", description="Code the solution is appended to before testing (imports, HumanEval's signature and docstring).")
-    solution: str | None = Field(None, description="Optional reference solution (appended to code_prefix, like a model's).")
+    tests: list[str] = Field(
+        min_length=1, description="Hidden test snippets; each passes when it runs without an exception."
+    )
+    code_prefix: str = Field(
+        "",
+        description="Code the solution is appended to before testing (imports, HumanEval's signature and docstring).",
+    )
+    solution: str | None = Field(
+        None, description="Optional reference solution (appended to code_prefix, like a model's)."
+    )
 
 
 def load_jsonl(path: str | Path) -> list[CodingTask]:
     """Read and validate a task JSONL file (``.jsonl`` or ``.jsonl.gz``)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"task file {str(path)!r} does not exist; pass a JSONL path, 'humaneval', or one of {sorted(BUNDLED)}")
+        raise ConfigError(
+            f"task file {str(path)!r} does not exist; pass a JSONL path, 'humaneval', or one of {sorted(BUNDLED)}"
+        )
     opener = gzip.open if path.suffix == ".gz" else open
     tasks: list[CodingTask] = []
     with opener(path, "rt", encoding="utf-8") as handle:
@@ -54,7 +63,10 @@ def load_jsonl(path: str | Path) -> list[CodingTask]:
             try:
                 tasks.append(CodingTask.model_validate_json(line))
             except ValidationError as exc:
-                raise ConfigError(f"{path}:{number}: not a valid task line ({exc.errors()[0]['msg']}); see envs/code_exec/tasks.py for the schema") from exc
+                raise ConfigError(
+                    f"{path}:{number}: not a valid task line ({exc.errors()[0]['msg']}); see envs/code_exec/tasks.py "
+                    "for the schema"
+                ) from exc
     return tasks
 
 
@@ -76,11 +88,17 @@ def load_humaneval() -> list[CodingTask]:
             statement = (
                 f"Complete the following Python function `{row['entry_point']}`.\n\n```python\n{row['prompt']}```\n"
             )
-            tasks.append(CodingTask(
-                task_id=row["task_id"], kind="humaneval", prompt=statement, entry_point=row["entry_point"],
-                tests=[f"{row['test']}\ncheck({row['entry_point']})\n"], code_prefix=row["prompt"],
-                solution=row["canonical_solution"],
-            ))
+            tasks.append(
+                CodingTask(
+                    task_id=row["task_id"],
+                    kind="humaneval",
+                    prompt=statement,
+                    entry_point=row["entry_point"],
+                    tests=[f"{row['test']}\ncheck({row['entry_point']})\n"],
+                    code_prefix=row["prompt"],
+                    solution=row["canonical_solution"],
+                )
+            )
     return tasks
 
 
@@ -98,7 +116,9 @@ def _load_source(source: str) -> tuple[CodingTask, ...]:
     )
 
 
-def load_tasks(source: str, split: Split = "all", *, heldout_kinds: list[str] | None = None, heldout_per_kind: int = 2) -> list[CodingTask]:
+def load_tasks(
+    source: str, split: Split = "all", *, heldout_kinds: list[str] | None = None, heldout_per_kind: int = 2
+) -> list[CodingTask]:
     """Tasks of ``source`` in ``split``; ``heldout_kinds=None`` uses the source's default kinds."""
     tasks = list(_load_source(source))
     if split == "all":

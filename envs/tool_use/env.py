@@ -16,7 +16,7 @@ from agentrl.env import Message, MultiTurnEnv, StepResult, system, user
 from agentrl.errors import ConfigError
 from agentrl.toolcall import has_tool_call
 from agentrl.tools import execute_tool_calls
-from envs.tool_use.questions import question_ids, make_question
+from envs.tool_use.questions import make_question, question_ids
 from envs.tool_use.tools import TOOLS
 
 _ANSWER = re.compile(r"answer\s*:\s*(.+)", re.IGNORECASE)
@@ -32,11 +32,17 @@ class ToolUseConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    split: Literal["train", "test", "test_kinds", "test_instances", "all"] = Field("train", description="Task split; 'multi' questions are a held-out kind.")
+    split: Literal["train", "test", "test_kinds", "test_instances", "all"] = Field(
+        "train", description="Task split; 'multi' questions are a held-out kind."
+    )
     per_kind: int = Field(50, ge=2, description="Questions generated per kind.")
-    heldout_per_kind: int = Field(10, ge=1, description="Last questions of each training kind held out as test_instances.")
+    heldout_per_kind: int = Field(
+        10, ge=1, description="Last questions of each training kind held out as test_instances."
+    )
     max_turns: int = Field(4, ge=1, description="Assistant turns before the episode is truncated.")
-    reward: Literal["exact", "graded"] = Field("exact", description="exact: 1 or 0; graded: numbers within 10 % earn partial credit.")
+    reward: Literal["exact", "graded"] = Field(
+        "exact", description="exact: 1 or 0; graded: numbers within 10 % earn partial credit."
+    )
     turn_cost: float = Field(0.0, ge=0.0, description="Subtracted from the reward of each turn that does not answer.")
 
 
@@ -78,14 +84,18 @@ class ToolUseEnv(MultiTurnEnv):
         """Question ids of the configured split."""
         return list(self._ids)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         """Start the question ``options['task_id']`` (else one drawn with ``seed``)."""
         super().reset(seed=seed)
         task_id = (options or {}).get("task_id")
         if task_id is None:
             task_id = self._ids[int(self.np_random.integers(len(self._ids)))]
         elif task_id.split("/", 1)[0] not in ("calc", "convert", "lookup", "multi"):
-            raise ConfigError(f"unknown ToolUse task id {task_id!r}; ids look like 'calc/007' (kinds calc, convert, lookup, multi)")
+            raise ConfigError(
+                f"unknown ToolUse task id {task_id!r}; ids look like 'calc/007' (kinds calc, convert, lookup, multi)"
+            )
         self.question = make_question(task_id)
         self.turn = 0
         return [system(INSTRUCTIONS), user(self.question.text)], {"task_id": task_id, "kind": self.question.kind}
@@ -104,6 +114,11 @@ class ToolUseEnv(MultiTurnEnv):
             hint = user("Call a tool, or give your final line as 'Answer: <value>'.")
             return [hint], 0.0 - self.config.turn_cost, False, truncated, {"action": "none", "success": False}
         score = score_answer(answer, self.question.answer, self.config.reward)
-        info = {"action": "answer", "answer": answer, "expected": self.question.answer, "success": score >= 1.0,
-                "reward_components": {"answer": score}}
+        info = {
+            "action": "answer",
+            "answer": answer,
+            "expected": self.question.answer,
+            "success": score >= 1.0,
+            "reward_components": {"answer": score},
+        }
         return [], score, True, False, info

@@ -15,9 +15,25 @@ from envs.tool_use.tools import calculator, convert_units, country_table
 
 KINDS = ("calc", "convert", "lookup", "multi")
 HELDOUT_KINDS = ("multi",)
-_CONVERSIONS = (("km", "m"), ("mile", "km"), ("ft", "m"), ("kg", "lb"), ("lb", "kg"), ("h", "min"), ("day", "h"), ("C", "F"), ("F", "C"), ("inch", "cm"))
-_LOOKUP_FIELDS = {"capital": "What is the capital of {c}?", "continent": "On which continent is {c}?", "currency": "What is the currency of {c}?",
-                  "population_millions": "What is the population of {c}, in millions?", "area_km2": "What is the area of {c} in square kilometres?"}
+_CONVERSIONS = (
+    ("km", "m"),
+    ("mile", "km"),
+    ("ft", "m"),
+    ("kg", "lb"),
+    ("lb", "kg"),
+    ("h", "min"),
+    ("day", "h"),
+    ("C", "F"),
+    ("F", "C"),
+    ("inch", "cm"),
+)
+_LOOKUP_FIELDS = {
+    "capital": "What is the capital of {c}?",
+    "continent": "On which continent is {c}?",
+    "currency": "What is the currency of {c}?",
+    "population_millions": "What is the population of {c}, in millions?",
+    "area_km2": "What is the area of {c} in square kilometres?",
+}
 
 
 @dataclass(frozen=True)
@@ -62,7 +78,9 @@ def _multi(rng: random.Random) -> tuple[str, float | str]:
         answer = round(table[first]["population_millions"] + table[second]["population_millions"], 2)
         return f"What is the combined population of {first} and {second}, in millions?", answer
     density = country_table()[first]["population_millions"] * 1e6 / country_table()[first]["area_km2"]
-    return f"What is the population density of {first} in people per square kilometre? Round to 2 decimals.", round(density, 2)
+    return f"What is the population density of {first} in people per square kilometre? Round to 2 decimals.", round(
+        density, 2
+    )
 
 
 _MAKERS = {"calc": _calc, "convert": _convert, "lookup": _lookup, "multi": _multi}
@@ -81,6 +99,11 @@ def question_ids(split: str, per_kind: int, heldout_per_kind: int) -> list[str]:
     train = [i for k in KINDS if k not in HELDOUT_KINDS for i in ids[k][: per_kind - heldout_per_kind]]
     test_instances = [i for k in KINDS if k not in HELDOUT_KINDS for i in ids[k][per_kind - heldout_per_kind :]]
     test_kinds = [i for k in HELDOUT_KINDS for i in ids[k]]
-    parts = {"train": train, "test_instances": test_instances, "test_kinds": test_kinds,
-             "test": test_kinds + test_instances, "all": [i for k in KINDS for i in ids[k]]}
+    parts = {
+        "train": train,
+        "test_instances": test_instances,
+        "test_kinds": test_kinds,
+        "test": test_kinds + test_instances,
+        "all": [i for k in KINDS for i in ids[k]],
+    }
     return parts[split]

@@ -10,25 +10,42 @@ from __future__ import annotations
 import ast
 import json
 import operator
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from agentrl.errors import ToolCallError, did_you_mean
 
 COUNTRIES_PATH = Path(__file__).resolve().parent.parent / "data" / "countries.json"
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
 }
 _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _MAX_EXPONENT = 100  # 9**9**9 would hang the process; bound powers instead
 # Factor to the base unit of each dimension (metre, kilogram, second).
 _LINEAR_UNITS: dict[str, tuple[str, float]] = {
-    "mm": ("length", 0.001), "cm": ("length", 0.01), "m": ("length", 1.0), "km": ("length", 1000.0),
-    "inch": ("length", 0.0254), "ft": ("length", 0.3048), "mile": ("length", 1609.344),
-    "g": ("mass", 0.001), "kg": ("mass", 1.0), "lb": ("mass", 0.45359237), "oz": ("mass", 0.028349523125),
-    "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "day": ("time", 86400.0),
+    "mm": ("length", 0.001),
+    "cm": ("length", 0.01),
+    "m": ("length", 1.0),
+    "km": ("length", 1000.0),
+    "inch": ("length", 0.0254),
+    "ft": ("length", 0.3048),
+    "mile": ("length", 1609.344),
+    "g": ("mass", 0.001),
+    "kg": ("mass", 1.0),
+    "lb": ("mass", 0.45359237),
+    "oz": ("mass", 0.028349523125),
+    "s": ("time", 1.0),
+    "min": ("time", 60.0),
+    "h": ("time", 3600.0),
+    "day": ("time", 86400.0),
 }
 _TEMPERATURE_UNITS = ("C", "F", "K")
 
@@ -62,7 +79,9 @@ def calculator(expression: str) -> str:
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ToolCallError(f"cannot parse {expression!r} as arithmetic ({exc.msg}); write e.g. '(12 + 3) * 4.5'") from exc
+        raise ToolCallError(
+            f"cannot parse {expression!r} as arithmetic ({exc.msg}); write e.g. '(12 + 3) * 4.5'"
+        ) from exc
     try:
         value = _evaluate(tree)
     except ZeroDivisionError as exc:
@@ -119,7 +138,9 @@ def lookup(country: str, field: str) -> str | float:
     by_lower = {name.lower(): name for name in table}
     name = by_lower.get(country.strip().lower())
     if name is None:
-        raise ToolCallError(f"unknown country {country!r}.{did_you_mean(country, table)} Known: {', '.join(sorted(table))}")
+        raise ToolCallError(
+            f"unknown country {country!r}.{did_you_mean(country, table)} Known: {', '.join(sorted(table))}"
+        )
     row = table[name]
     if field not in row:
         raise ToolCallError(f"unknown field {field!r}.{did_you_mean(field, row)} Fields: {', '.join(row)}")

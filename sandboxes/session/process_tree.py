@@ -3,7 +3,7 @@
 Stdlib only (Python 3.9+): shipped as source into the sandbox by server_source().
 """
 
-from __future__ import annotations  # stripped when shipped
+from __future__ import annotations
 
 import json
 import os

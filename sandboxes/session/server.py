@@ -5,7 +5,7 @@ here, inside the sandbox; on a timeout or crash the worker's tree is killed and 
 Stdlib only; shipped as source.
 """
 
-from __future__ import annotations  # stripped when shipped
+from __future__ import annotations
 
 import base64
 import ctypes
@@ -18,11 +18,20 @@ import sys
 import time
 from typing import Any
 
-from sandboxes.session.process_tree import (  # stripped when shipped
-    CHUNK, PR_SET_CHILD_SUBREAPER, Capture, apply_limits, kill_descendants,  # stripped when shipped
-    new_pipe, oom_kills, read_frame, reap, wait_for, write_frame,  # stripped when shipped
-)  # stripped when shipped
-from sandboxes.session.worker import Worker  # stripped when shipped
+from sandboxes.session.process_tree import (
+    CHUNK,
+    PR_SET_CHILD_SUBREAPER,
+    Capture,
+    apply_limits,
+    kill_descendants,
+    new_pipe,
+    oom_kills,
+    read_frame,
+    reap,
+    wait_for,
+    write_frame,
+)
+from sandboxes.session.worker import Worker
 
 Reply = dict[str, Any]
 
@@ -86,9 +95,7 @@ class Supervisor:
             worker.err.drain()
             if self.cfg.get("kill_background", True):
                 kill_descendants(keep=(worker.pid,))
-            return self.result(
-                worker, reply["exit_code"], start, oom=reply["memory_error"], restarted=lost_before
-            )
+            return self.result(worker, reply["exit_code"], start, oom=reply["memory_error"], restarted=lost_before)
         # Timed out, or the worker died mid-cell (os._exit, a signal, the OOM killer): start a fresh one.
         timed_out = time.monotonic() >= deadline
         status = worker.kill()
@@ -108,12 +115,23 @@ class Supervisor:
             return None
 
     @staticmethod
-    def result(proc: Worker | Program, exit_code: int | None, start: float, *, timed_out: bool = False,
-               oom: bool = False, restarted: bool = False) -> Reply:
+    def result(
+        proc: Worker | Program,
+        exit_code: int | None,
+        start: float,
+        *,
+        timed_out: bool = False,
+        oom: bool = False,
+        restarted: bool = False,
+    ) -> Reply:
         """The reply of a run or exec: captured output, exit status and what went wrong."""
         return {
-            "stdout": proc.out.text(), "stderr": proc.err.text(), "exit_code": exit_code,
-            "timed_out": timed_out, "oom_killed": oom, "restarted": restarted,
+            "stdout": proc.out.text(),
+            "stderr": proc.err.text(),
+            "exit_code": exit_code,
+            "timed_out": timed_out,
+            "oom_killed": oom,
+            "restarted": restarted,
             "truncated": proc.out.truncated or proc.err.truncated,
             "duration_s": time.monotonic() - start,
         }

@@ -3,7 +3,7 @@
 Stdlib only; shipped as source. It lives in its own process group so a timeout kills its whole tree.
 """
 
-from __future__ import annotations  # stripped when shipped
+from __future__ import annotations
 
 import ast
 import ctypes
@@ -13,10 +13,17 @@ import sys
 import traceback
 from typing import Any
 
-from sandboxes.session.process_tree import (  # stripped when shipped
-    PR_SET_PDEATHSIG, REAPED, Capture, apply_limits, kill_descendants, new_pipe,  # stripped when shipped
-    read_frame, wait_for, write_frame,  # stripped when shipped
-)  # stripped when shipped
+from sandboxes.session.process_tree import (
+    PR_SET_PDEATHSIG,
+    REAPED,
+    Capture,
+    apply_limits,
+    kill_descendants,
+    new_pipe,
+    read_frame,
+    wait_for,
+    write_frame,
+)
 
 
 class Worker:

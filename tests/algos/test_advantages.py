@@ -21,7 +21,9 @@ def test_group_advantages_golden_unbiased() -> None:
 def test_group_advantages_biased_and_unscaled() -> None:
     rewards = torch.tensor([1.0, 0.0, 1.0, 1.0])
     biased = group_advantages(rewards, 4, eps=0.0, unbiased=False)
-    assert biased.tolist() == pytest.approx([0.25 / math.sqrt(0.1875), -0.75 / math.sqrt(0.1875)] + [0.25 / math.sqrt(0.1875)] * 2, abs=1e-6)
+    assert biased.tolist() == pytest.approx(
+        [0.25 / math.sqrt(0.1875), -0.75 / math.sqrt(0.1875)] + [0.25 / math.sqrt(0.1875)] * 2, abs=1e-6
+    )
     unscaled = group_advantages(rewards, 4, scale="none")
     assert unscaled.tolist() == pytest.approx([0.25, -0.75, 0.25, 0.25])
 
@@ -66,16 +68,25 @@ def test_discounted_return_golden() -> None:
     # key (g, k): turn 0 values {1, 0} -> +-0.7071; turn 1 values {2, 0} -> +-0.7071
     s = 1 / math.sqrt(2)
     assert out == [pytest.approx([s, s]), pytest.approx([-s, -s])]
-    mixed = turn_advantages("discounted_return", [1.0, 0.0], [[0.0, 1.0], [None, 0.0]], 2, eps=0.0, gamma=0.5,
-                            episode_weight=1.0, step_weight=0.5)
+    mixed = turn_advantages(
+        "discounted_return",
+        [1.0, 0.0],
+        [[0.0, 1.0], [None, 0.0]],
+        2,
+        eps=0.0,
+        gamma=0.5,
+        episode_weight=1.0,
+        step_weight=0.5,
+    )
     a_o = 0.5 / math.sqrt(0.5)
     assert mixed[0] == pytest.approx([a_o + 0.5 * s, a_o + 0.5 * s])
 
 
 def test_discounted_return_anchor_keys() -> None:
     # GiGPO anchors: only turns sharing a state key are compared; a singleton key gives 0
-    out = turn_advantages("discounted_return", [1.0, 0.0], [[0.0, 0.0], [0.0]], 2, eps=0.0,
-                          step_keys=[["s0", "s1"], ["s0"]])
+    out = turn_advantages(
+        "discounted_return", [1.0, 0.0], [[0.0, 0.0], [0.0]], 2, eps=0.0, step_keys=[["s0", "s1"], ["s0"]]
+    )
     s = 1 / math.sqrt(2)
     assert out == [pytest.approx([s, 0.0]), pytest.approx([-s])]
 

@@ -39,8 +39,9 @@ def test_golden_token_advantages_clip_by_sign() -> None:
     logp_old = torch.zeros(1, 4)
     logp_new = torch.full((1, 4), 0.5, requires_grad=True)  # s = e^0.5 = 1.6487 > 1.3
     adv = torch.tensor([[1.0, -1.0, 1.0, -2.0]])
-    out = policy_loss("gspo_token", logp_new, logp_old, torch.ones(1, 4, dtype=torch.bool), adv,
-                      eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    out = policy_loss(
+        "gspo_token", logp_new, logp_old, torch.ones(1, 4, dtype=torch.bool), adv, eps_low=EPS_LOW, eps_high=EPS_HIGH
+    )
     s = math.exp(0.5)
     # A > 0 tokens take the clipped 1.3; A < 0 tokens keep s (against the advantage: not clipped)
     assert out.loss.item() == pytest.approx(-(1.3 - s + 1.3 - 2 * s) / 4, abs=1e-6)
@@ -49,8 +50,9 @@ def test_golden_token_advantages_clip_by_sign() -> None:
     assert out.metrics["clip_frac_token"] == pytest.approx(0.5)
 
 
-def _closed_form(variant: str, logp_new: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor,
-                 adv_bt: torch.Tensor, n: int) -> torch.Tensor:
+def _closed_form(
+    variant: str, logp_new: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor, adv_bt: torch.Tensor, n: int
+) -> torch.Tensor:
     """GSPO.md 2.5 closed forms, written independently of the implementation (float64)."""
     ln, lo, a = logp_new.double(), logp_old.double(), adv_bt.double()
     m = mask.double()
@@ -93,8 +95,9 @@ def test_autograd_matches_closed_form_gspo(seed: int) -> None:
     assert torch.allclose(leaf.grad.double(), expected, atol=1e-6)
 
 
-def _gspo_token_without_detach(logp_new: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor,
-                               adv: torch.Tensor, n: int) -> torch.Tensor:
+def _gspo_token_without_detach(
+    logp_new: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor, n: int
+) -> torch.Tensor:
     """A deliberately wrong GSPO-token (log s_i not detached), to show the tests catch it."""
     lengths = mask.sum(-1).clamp(min=1)
     log_s = torch.where(mask, logp_new - logp_old, 0.0).sum(-1) / lengths
@@ -164,13 +167,26 @@ def test_on_policy_gradient_is_advantage_weighted_mean_logprob() -> None:
     assert out.metrics["clip_frac_token"] == 0.0
 
 
-@pytest.mark.parametrize(("delta", "adv", "grad_zero"), [
-    (0.5, 1.0, True), (0.5, -1.0, False), (-0.5, -1.0, True), (-0.5, 1.0, False),
-])
+@pytest.mark.parametrize(
+    ("delta", "adv", "grad_zero"),
+    [
+        (0.5, 1.0, True),
+        (0.5, -1.0, False),
+        (-0.5, -1.0, True),
+        (-0.5, 1.0, False),
+    ],
+)
 def test_clipping_zeroes_gradient_only_in_advantage_direction(delta: float, adv: float, grad_zero: bool) -> None:
     logp_new = torch.full((1, 3), delta, requires_grad=True)
-    out = policy_loss("gspo_token", logp_new, torch.zeros(1, 3), torch.ones(1, 3, dtype=torch.bool),
-                      torch.full((1, 3), adv), eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    out = policy_loss(
+        "gspo_token",
+        logp_new,
+        torch.zeros(1, 3),
+        torch.ones(1, 3, dtype=torch.bool),
+        torch.full((1, 3), adv),
+        eps_low=EPS_LOW,
+        eps_high=EPS_HIGH,
+    )
     out.loss.backward()
     assert bool((logp_new.grad == 0).all()) is grad_zero
 
@@ -183,8 +199,16 @@ def test_loss_is_invariant_to_micro_batch_split() -> None:
     split_leaf = logp_new.clone().requires_grad_()
     total = torch.zeros(())
     for rows in (slice(0, 1), slice(1, 4), slice(4, 6)):  # unequal micro-batches
-        part = policy_loss("gspo_token", split_leaf[rows], logp_old[rows], mask[rows], adv[rows],
-                           eps_low=EPS_LOW, eps_high=EPS_HIGH, num_sequences=6)
+        part = policy_loss(
+            "gspo_token",
+            split_leaf[rows],
+            logp_old[rows],
+            mask[rows],
+            adv[rows],
+            eps_low=EPS_LOW,
+            eps_high=EPS_HIGH,
+            num_sequences=6,
+        )
         part.loss.backward()
         total = total + part.loss.detach()
     assert float(total) == pytest.approx(full.loss.item(), abs=1e-6)
@@ -194,7 +218,9 @@ def test_loss_is_invariant_to_micro_batch_split() -> None:
 def test_empty_row_counts_in_n_and_contributes_nothing() -> None:
     logp_new = torch.tensor([[-1.0, -1.0], [-5.0, -5.0]], requires_grad=True)
     mask = torch.tensor([[True, True], [False, False]])
-    out = policy_loss("gspo", logp_new, logp_new.detach(), mask, torch.tensor([1.0, 7.0]), eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    out = policy_loss(
+        "gspo", logp_new, logp_new.detach(), mask, torch.tensor([1.0, 7.0]), eps_low=EPS_LOW, eps_high=EPS_HIGH
+    )
     assert out.loss.item() == pytest.approx(-0.5)  # -(1 * 1 + 0) / 2
     out.loss.backward()
     assert torch.isfinite(logp_new.grad).all() and bool((logp_new.grad[1] == 0).all())
@@ -213,8 +239,15 @@ def test_length_one_gspo_equals_grpo() -> None:
 def test_long_sequences_do_not_underflow() -> None:
     logp_old = torch.full((1, 4000), -2.5)  # sum logp = -10000: exp() would underflow
     logp_new = (logp_old + 1e-4).requires_grad_()
-    out = policy_loss("gspo_token", logp_new, logp_old, torch.ones(1, 4000, dtype=torch.bool), torch.ones(1),
-                      eps_low=3e-4, eps_high=4e-4)
+    out = policy_loss(
+        "gspo_token",
+        logp_new,
+        logp_old,
+        torch.ones(1, 4000, dtype=torch.bool),
+        torch.ones(1),
+        eps_low=3e-4,
+        eps_high=4e-4,
+    )
     assert out.loss.item() == pytest.approx(-math.exp(1e-4), abs=1e-6)
     out.loss.backward()
     assert torch.isfinite(logp_new.grad).all()
@@ -234,7 +267,15 @@ def test_bad_inputs_are_config_errors() -> None:
 def test_log_ratio_clamp_reports_hits() -> None:
     logp_new = torch.full((2, 2), 20.0)
     logp_new[1] = 0.0
-    out = policy_loss("gspo", logp_new, torch.zeros(2, 2), torch.ones(2, 2, dtype=torch.bool), torch.tensor([-1.0, 1.0]),
-                      eps_low=EPS_LOW, eps_high=EPS_HIGH, log_ratio_clamp=10.0)
+    out = policy_loss(
+        "gspo",
+        logp_new,
+        torch.zeros(2, 2),
+        torch.ones(2, 2, dtype=torch.bool),
+        torch.tensor([-1.0, 1.0]),
+        eps_low=EPS_LOW,
+        eps_high=EPS_HIGH,
+        log_ratio_clamp=10.0,
+    )
     assert out.metrics["log_ratio_clamp_frac"] == 0.5
     assert out.loss.item() == pytest.approx((math.exp(10.0) - 1.0) / 2, rel=1e-5)

@@ -17,11 +17,11 @@ import pytest
 # pytest runs with --import-mode=importlib (no sys.path changes): make engine_harness importable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_harness import ServedEngine, build_embedded  # noqa: E402
+from engine_harness import ServedEngine, build_embedded
 
-from agentrl.config.sections import EngineConfig  # noqa: E402
-from agentrl.engines.embedded import EmbeddedEngine  # noqa: E402
-from agentrl.engines.sglang_http import SGLangEngine  # noqa: E402
+from agentrl.config.sections import EngineConfig
+from agentrl.engines.embedded.engine import EmbeddedEngine
+from agentrl.engines.sglang_http import SGLangEngine
 
 
 @pytest.fixture

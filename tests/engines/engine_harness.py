@@ -14,8 +14,8 @@ import torch
 from aiohttp import web
 
 from agentrl.config.sections import EngineConfig
-from agentrl.engines.embedded import EmbeddedEngine
-from agentrl.engines.http_server import make_runner
+from agentrl.engines.embedded.engine import EmbeddedEngine
+from agentrl.engines.embedded.server import make_runner
 from agentrl.engines.sglang_http import SGLangEngine
 
 
@@ -83,7 +83,9 @@ def build_embedded(model_dir: Path, **overrides: Any) -> EmbeddedEngine:
     return EmbeddedEngine.from_pretrained(model_dir, config=cfg)
 
 
-def reference_logprobs(model: torch.nn.Module, prompt: list[int], output: list[int], temperature: float) -> torch.Tensor:
+def reference_logprobs(
+    model: torch.nn.Module, prompt: list[int], output: list[int], temperature: float
+) -> torch.Tensor:
     """log_softmax(logits.float() / T) of each output token, from one forward over the whole sequence."""
     ids = torch.tensor([prompt + output])
     with torch.no_grad():

@@ -47,7 +47,9 @@ def test_batched_generate_more_requests_than_slots(engine: Any) -> None:
     prompts = [PROMPT[: 1 + i % 5] + [i] for i in range(7)]  # 7 requests, 4 slots: queue + join/leave
 
     async def body() -> list[GenerateResult]:
-        return await asyncio.gather(*(engine.generate(p, SamplingParams(max_new_tokens=5 + i, ignore_eos=True)) for i, p in enumerate(prompts)))
+        return await asyncio.gather(
+            *(engine.generate(p, SamplingParams(max_new_tokens=5 + i, ignore_eos=True)) for i, p in enumerate(prompts))
+        )
 
     results = run_async(engine, body)
     for i, (prompt, result) in enumerate(zip(prompts, results)):

@@ -29,7 +29,9 @@ def _free_port() -> int:
 
 
 def _client(url: str, **overrides: Any) -> SGLangEngine:
-    return SGLangEngine(EngineConfig(**{"kind": "sglang", "urls": [url], "max_retries": 2, "request_timeout_s": 30, **overrides}))
+    return SGLangEngine(
+        EngineConfig(**{"kind": "sglang", "urls": [url], "max_retries": 2, "request_timeout_s": 30, **overrides})
+    )
 
 
 def test_unreachable_server_names_the_url() -> None:
@@ -102,8 +104,12 @@ def test_rid_prefix_abort_and_queued_reply_shape(served: ServedEngine) -> None:
 
     async def body() -> list[Any]:
         async with aiohttp.ClientSession() as session:
+
             async def gen(rid: str) -> Any:
-                async with session.post(served.url + "/generate", json={"input_ids": [1, 2, 3], "sampling_params": long, "rid": rid, "return_logprob": True}) as resp:
+                async with session.post(
+                    served.url + "/generate",
+                    json={"input_ids": [1, 2, 3], "sampling_params": long, "rid": rid, "return_logprob": True},
+                ) as resp:
                     return await resp.json()
 
             tasks = [asyncio.ensure_future(gen(f"job{i}-{'x' * 28}")) for i in range(4)]  # fills the 4 slots
@@ -128,7 +134,18 @@ def test_rid_prefix_abort_and_queued_reply_shape(served: ServedEngine) -> None:
 @pytest.mark.slow
 def test_server_killed_mid_request(tiny_model_dir: Path) -> None:
     port = _free_port()
-    cmd = [sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(tiny_model_dir), "--port", str(port), "--threads", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentrl.cli.main",
+        "serve",
+        "--model",
+        str(tiny_model_dir),
+        "--port",
+        str(port),
+        "--threads",
+        "1",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     client = _client(f"http://127.0.0.1:{port}", max_retries=2)
     try:

@@ -28,7 +28,10 @@ def _calls(url: str, calls: list[tuple[str, str, Any]]) -> list[tuple[int, Any]]
 def test_batched_generate_returns_a_list(served: ServedEngine) -> None:
     payload = {
         "input_ids": [[1, 2, 3], [4, 5]],
-        "sampling_params": [{"max_new_tokens": 3, "ignore_eos": True}, {"max_new_tokens": 5, "ignore_eos": True, "temperature": 0}],
+        "sampling_params": [
+            {"max_new_tokens": 3, "ignore_eos": True},
+            {"max_new_tokens": 5, "ignore_eos": True, "temperature": 0},
+        ],
         "rid": ["a" * 32, "b" * 32],
         "return_logprob": True,
     }
@@ -53,16 +56,19 @@ def test_bad_batch_item_is_a_400_and_nothing_keeps_running(served: ServedEngine)
 
 def test_info_health_flush_and_disk_update_routes(served: ServedEngine, tiny_model_dir: Path) -> None:
     update = {"model_path": str(tiny_model_dir), "weight_version": "9", "abort_all_requests": True}
-    results = _calls(served.url, [
-        ("GET", "/health", None),
-        ("GET", "/health_generate", None),
-        ("GET", "/model_info", None),
-        ("POST", "/update_weights_from_disk", update),
-        ("GET", "/get_model_info", None),
-        ("GET", "/server_info", None),
-        ("POST", "/flush_cache", None),
-        ("POST", "/update_weights_from_disk", {"model_path": "/no/such/dir"}),
-    ])
+    results = _calls(
+        served.url,
+        [
+            ("GET", "/health", None),
+            ("GET", "/health_generate", None),
+            ("GET", "/model_info", None),
+            ("POST", "/update_weights_from_disk", update),
+            ("GET", "/get_model_info", None),
+            ("GET", "/server_info", None),
+            ("POST", "/flush_cache", None),
+            ("POST", "/update_weights_from_disk", {"model_path": "/no/such/dir"}),
+        ],
+    )
     health, health_gen, info, upd, info2, server, flush, bad = results
     assert health[0] == health_gen[0] == 200
     assert info[1]["weight_version"] == "0" and info[1]["is_generation"] is True

@@ -11,11 +11,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentrl.engines.runner import ModelRunner
-from agentrl.engines.weights import copy_state_dict
+from agentrl.engines.embedded.runner import ModelRunner
+from agentrl.engines.embedded.weights import copy_state_dict
 
 TOL = 1e-4
-_SHAPE = dict(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+_SHAPE = dict(
+    vocab_size=300,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+)
 
 
 def _model(kind: str, **extra: object) -> torch.nn.Module:
@@ -70,9 +78,30 @@ def test_tiny_model_runs_the_lean_path_and_matches_hf(tiny_model_dir: Path) -> N
     ("kind", "extra"),
     [
         ("llama", {"tie_word_embeddings": False}),
-        ("llama", {"attention_bias": True, "mlp_bias": True, "rope_parameters": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
+        (
+            "llama",
+            {
+                "attention_bias": True,
+                "mlp_bias": True,
+                "rope_parameters": {
+                    "rope_type": "llama3",
+                    "rope_theta": 10000.0,
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                },
+            },
+        ),
         ("qwen2", {"tie_word_embeddings": True}),
-        ("qwen3", {"num_key_value_heads": 4, "head_dim": 16, "rope_parameters": {"rope_type": "linear", "rope_theta": 5000.0, "factor": 2.0}}),
+        (
+            "qwen3",
+            {
+                "num_key_value_heads": 4,
+                "head_dim": 16,
+                "rope_parameters": {"rope_type": "linear", "rope_theta": 5000.0, "factor": 2.0},
+            },
+        ),
     ],
     ids=["llama-untied", "llama-bias-llama3rope", "qwen2-bias-tied", "qwen3-mha-linearrope"],
 )
@@ -101,7 +130,10 @@ def test_unsupported_models_fall_back_to_the_hf_forward() -> None:
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=300, n_embd=32, n_layer=2, n_head=4, n_positions=128)).eval()
     hooked = _model("llama")
     hooked.model.layers[0].mlp.register_forward_hook(lambda *args: None)
-    reasons = {name: ModelRunner(m, max_seq_len=64).lean_reason for name, m in (("sliding", sliding), ("gpt2", gpt2), ("hooked", hooked))}
+    reasons = {
+        name: ModelRunner(m, max_seq_len=64).lean_reason
+        for name, m in (("sliding", sliding), ("gpt2", gpt2), ("hooked", hooked))
+    }
     assert "sliding" in reasons["sliding"]
     assert "GPT2LMHeadModel" in reasons["gpt2"]
     assert "hooks" in reasons["hooked"]
@@ -156,12 +188,16 @@ def test_in_place_update_between_decode_steps_reaches_every_weight() -> None:
 
     model = _model("qwen3")
     untouched = copy.deepcopy(model)
-    runners = [ModelRunner(m, max_seq_len=64, lean=lean) for m, lean in ((model, True), (model, False), (untouched, True))]
+    runners = [
+        ModelRunner(m, max_seq_len=64, lean=lean) for m, lean in ((model, True), (model, False), (untouched, True))
+    ]
     for runner in runners:  # identical caches built under the old weights
         runner.prefill([[3, 9, 27, 81]])
         runner.decode([5])
     generator = torch.Generator().manual_seed(5)
-    copy_state_dict(model, {k: v + 0.05 * torch.randn(v.shape, generator=generator) for k, v in model.state_dict().items()})
+    copy_state_dict(
+        model, {k: v + 0.05 * torch.randn(v.shape, generator=generator) for k, v in model.state_dict().items()}
+    )
     lean_logits, hf_logits, old_logits = (runner.decode([7]) for runner in runners)
     assert (lean_logits - hf_logits).abs().max().item() <= TOL
     assert (lean_logits - old_logits).abs().max().item() > 1e-3  # the update changed what the step computes

@@ -43,7 +43,9 @@ def test_logprobs_match_full_forward(engine: Any, reference_model: torch.nn.Modu
 
 def test_greedy_logprobs_are_untempered(engine: Any, reference_model: torch.nn.Module) -> None:
     prompt = [7, 8, 9]
-    result = run_async(engine, lambda: engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=0.0, ignore_eos=True)))
+    result = run_async(
+        engine, lambda: engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=0.0, ignore_eos=True))
+    )
     ref = reference_logprobs(reference_model, prompt, result.output_ids, 1.0)
     assert (torch.tensor(result.logprobs) - ref).abs().max().item() <= TOL
     with torch.no_grad():
@@ -56,11 +58,15 @@ def test_resume_after_abort_matches_uninterrupted_forward(engine: Any, reference
     rid = new_request_id()
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
-        task = asyncio.ensure_future(engine.generate(prompt, SamplingParams(max_new_tokens=cap, temperature=temperature, ignore_eos=True), rid))
+        task = asyncio.ensure_future(
+            engine.generate(prompt, SamplingParams(max_new_tokens=cap, temperature=temperature, ignore_eos=True), rid)
+        )
         await wait_running(engine, 1)
         await engine.abort([rid])
         partial = await task
-        resumed = await engine.generate(prompt + partial.output_ids, SamplingParams(max_new_tokens=30, temperature=temperature, ignore_eos=True))
+        resumed = await engine.generate(
+            prompt + partial.output_ids, SamplingParams(max_new_tokens=30, temperature=temperature, ignore_eos=True)
+        )
         return partial, resumed
 
     partial, resumed = run_async(engine, body)

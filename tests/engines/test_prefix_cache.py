@@ -17,8 +17,8 @@ import torch
 from engine_harness import ServedEngine, build_embedded, reference_logprobs, run_async
 
 from agentrl.engines.base import GenerateResult, SamplingParams
-from agentrl.engines.prefix_cache import PrefixCache
-from agentrl.engines.prefix_index import PrefixIndex, block_hashes, shared_length
+from agentrl.engines.embedded.prefix_cache import PrefixCache
+from agentrl.engines.embedded.prefix_index import PrefixIndex, block_hashes, shared_length
 
 TOL = 1e-4
 OBSERVATION = [40, 41, 42, 43, 44]  # a tool result / user message appended after the reply
@@ -44,7 +44,9 @@ def _three_turns(engine: Any, sampling: SamplingParams) -> list[tuple[list[int],
     return run_async(engine, body)
 
 
-def test_each_turn_reuses_the_previous_turns_keys_and_values(tiny_model_dir: Path, reference_model: torch.nn.Module) -> None:
+def test_each_turn_reuses_the_previous_turns_keys_and_values(
+    tiny_model_dir: Path, reference_model: torch.nn.Module
+) -> None:
     engine = build_embedded(tiny_model_dir)
     try:
         turns = _three_turns(engine, SamplingParams(max_new_tokens=12, temperature=0.7, ignore_eos=True))
@@ -102,13 +104,17 @@ def test_flush_cache_over_http_drops_the_cache(tiny_model_dir: Path) -> None:
         cached = []
         async with aiohttp.ClientSession() as session:
             for flush in (False, True):
-                async with session.post(served.url + "/generate", json={"input_ids": prompt, "sampling_params": sampling}) as resp:
+                async with session.post(
+                    served.url + "/generate", json={"input_ids": prompt, "sampling_params": sampling}
+                ) as resp:
                     first = await resp.json()
                 if flush:
                     async with session.post(served.url + "/flush_cache") as resp:
                         assert resp.status == 200
                 follow_up = prompt + first["output_ids"] + OBSERVATION
-                async with session.post(served.url + "/generate", json={"input_ids": follow_up, "sampling_params": sampling}) as resp:
+                async with session.post(
+                    served.url + "/generate", json={"input_ids": follow_up, "sampling_params": sampling}
+                ) as resp:
                     cached.append((await resp.json())["meta_info"]["cached_tokens"])
         return cached
 
@@ -170,7 +176,9 @@ def test_block_index_finds_the_longest_head_as_owners_come_and_go() -> None:
     assert shared_length([1, 2, 3], [1, 2, 3, 4]) == 3
 
 
-def _concurrently(model_dir: Path, prompts: list[list[int]], sampling: SamplingParams, **config: Any) -> list[GenerateResult]:
+def _concurrently(
+    model_dir: Path, prompts: list[list[int]], sampling: SamplingParams, **config: Any
+) -> list[GenerateResult]:
     """Send every prompt at once to a fresh engine (no kept entries: sharing needs none); close it."""
     engine = build_embedded(model_dir, **{"prefix_cache_tokens": 0, **config})
 
@@ -183,7 +191,9 @@ def _concurrently(model_dir: Path, prompts: list[list[int]], sampling: SamplingP
         asyncio.run(engine.close())
 
 
-def test_prompts_sharing_a_system_prompt_prefill_it_once(tiny_model_dir: Path, reference_model: torch.nn.Module) -> None:
+def test_prompts_sharing_a_system_prompt_prefill_it_once(
+    tiny_model_dir: Path, reference_model: torch.nn.Module
+) -> None:
     """Different prompts behind one long common head (a tool-use system prompt): the first computes the
     head, the others copy it and prefill only their own tail; logprobs stay those of a full forward."""
     head = list(range(200, 260))
@@ -196,11 +206,15 @@ def test_prompts_sharing_a_system_prompt_prefill_it_once(tiny_model_dir: Path, r
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_a_groups_identical_prompts_are_prefilled_once(tiny_model_dir: Path, reference_model: torch.nn.Module, temperature: float) -> None:
+def test_a_groups_identical_prompts_are_prefilled_once(
+    tiny_model_dir: Path, reference_model: torch.nn.Module, temperature: float
+) -> None:
     """G requests with one prompt (a GRPO group's first turn): one computes the prompt, the others copy
     its keys/values one step later; each still samples on its own, with the logprobs of a full forward."""
     prompt = list(range(100, 124))
-    results = _concurrently(tiny_model_dir, [prompt] * 4, SamplingParams(max_new_tokens=12, temperature=temperature, ignore_eos=True))
+    results = _concurrently(
+        tiny_model_dir, [prompt] * 4, SamplingParams(max_new_tokens=12, temperature=temperature, ignore_eos=True)
+    )
     assert sorted(r.cached_tokens for r in results) == [0, len(prompt) - 1, len(prompt) - 1, len(prompt) - 1]
     assert len({tuple(r.output_ids) for r in results}) > 1  # independent samples, not one answer copied
     for result in results:
@@ -215,5 +229,7 @@ def test_short_or_different_prompts_are_not_shared(tiny_model_dir: Path) -> None
 
 
 def test_sharing_can_be_switched_off(tiny_model_dir: Path) -> None:
-    results = _concurrently(tiny_model_dir, [list(range(40))] * 3, SamplingParams(max_new_tokens=3, ignore_eos=True), share_prefixes=False)
+    results = _concurrently(
+        tiny_model_dir, [list(range(40))] * 3, SamplingParams(max_new_tokens=3, ignore_eos=True), share_prefixes=False
+    )
     assert [r.cached_tokens for r in results] == [0, 0, 0]

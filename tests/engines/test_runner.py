@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 
 from agentrl.engines.base import VersionSpan
-from agentrl.engines.runner import ModelRunner
-from agentrl.engines.scheduler import spans_from_versions
+from agentrl.engines.embedded.runner import ModelRunner
+from agentrl.engines.embedded.scheduler import spans_from_versions
 
 
 def test_join_leave_and_growth_match_full_forward(tiny_model_dir: Path) -> None:
@@ -46,5 +46,9 @@ def test_join_leave_and_growth_match_full_forward(tiny_model_dir: Path) -> None:
 
 
 def test_version_spans_run_length_encode() -> None:
-    assert spans_from_versions([0, 0, 1, 1, 1, 2], 2) == [VersionSpan(0, 0, 2), VersionSpan(1, 2, 5), VersionSpan(2, 5, 6)]
+    assert spans_from_versions([0, 0, 1, 1, 1, 2], 2) == [
+        VersionSpan(0, 0, 2),
+        VersionSpan(1, 2, 5),
+        VersionSpan(2, 5, 6),
+    ]
     assert spans_from_versions([], 4) == [VersionSpan(4, 0, 0)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentrl.engines.sampling import RowSampling, SamplingPlan, _inverse_cdf, sample_tokens, token_logprobs
+from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, _inverse_cdf, sample_tokens, token_logprobs
 
 VOCABS = [300, 20000]  # below and above the flat-cumsum cutoff; neither a multiple of the block size
 

@@ -66,7 +66,9 @@ def test_directory_update_over_both_backends(engine: Any, perturbed: tuple[torch
     _assert_matches(model, result)
 
 
-def test_finish_old_lets_running_requests_finish_on_old_weights(embedded: Any, perturbed: tuple[torch.nn.Module, Path]) -> None:
+def test_finish_old_lets_running_requests_finish_on_old_weights(
+    embedded: Any, perturbed: tuple[torch.nn.Module, Path]
+) -> None:
     model, _ = perturbed
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
@@ -85,7 +87,9 @@ def test_finish_old_lets_running_requests_finish_on_old_weights(embedded: Any, p
     _assert_matches(model, new)
 
 
-def test_abort_mode_returns_partial_output_of_old_version(tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path]) -> None:
+def test_abort_mode_returns_partial_output_of_old_version(
+    tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path]
+) -> None:
     model, _ = perturbed
     engine = build_embedded(tiny_model_dir, weight_update="abort")
 
@@ -119,7 +123,9 @@ def test_bad_state_dicts_are_refused(embedded: Any) -> None:
     assert embedded.weight_version == 6
 
 
-def test_sglang_client_writes_state_dict_to_weights_dir(tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path], tmp_path: Path) -> None:
+def test_sglang_client_writes_state_dict_to_weights_dir(
+    tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path], tmp_path: Path
+) -> None:
     model, _ = perturbed
     inner = build_embedded(tiny_model_dir)
     try:
@@ -141,7 +147,9 @@ def test_sglang_client_writes_state_dict_to_weights_dir(tiny_model_dir: Path, pe
     _assert_matches(model, result)
 
 
-def test_sglang_client_sends_tensors_when_colocated(tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path]) -> None:
+def test_sglang_client_sends_tensors_when_colocated(
+    tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path]
+) -> None:
     model, _ = perturbed
     inner = build_embedded(tiny_model_dir)
     try:

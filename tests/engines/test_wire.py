@@ -14,40 +14,85 @@ RID = "8c5f0d2a9b6e4f1a8d3c7b2e1f0a9c8d"
 
 
 def _meta(finish: dict, n: int, **extra: object) -> dict:
-    return {"id": RID, "finish_reason": finish, "prompt_tokens": 7, "completion_tokens": n, "cached_tokens": 3, "weight_version": "4", **extra}
+    return {
+        "id": RID,
+        "finish_reason": finish,
+        "prompt_tokens": 7,
+        "completion_tokens": n,
+        "cached_tokens": 3,
+        "weight_version": "4",
+        **extra,
+    }
 
 
 NORMAL_STOP = {
     "text": " hello",
     "output_ids": [2213, 151645],
-    "meta_info": _meta({"type": "stop", "matched": 151645}, 2, output_token_logprobs=[[-0.25, 2213, None], [-0.0078125, 151645, None]], output_token_logprobs_length=2, e2e_latency=0.12),
+    "meta_info": _meta(
+        {"type": "stop", "matched": 151645},
+        2,
+        output_token_logprobs=[[-0.25, 2213, None], [-0.0078125, 151645, None]],
+        output_token_logprobs_length=2,
+        e2e_latency=0.12,
+    ),
 }
 LENGTH = {
     "text": "a b c",
     "output_ids": [64, 293, 272],
-    "meta_info": _meta({"type": "length", "length": 3}, 3, output_token_logprobs=[[-1.5, 64, None], [-2.0, 293, None], [-0.5, 272, None]]),
+    "meta_info": _meta(
+        {"type": "length", "length": 3},
+        3,
+        output_token_logprobs=[[-1.5, 64, None], [-2.0, 293, None], [-0.5, 272, None]],
+    ),
 }
 STOP_STRING = {
     "text": "x = 1",
     "output_ids": [87, 284, 220, 16, 198],
-    "meta_info": _meta({"type": "stop", "matched": "\n"}, 5, output_token_logprobs=[[-0.1, 87, None], [-0.2, 284, None], [-0.3, 220, None], [-0.4, 16, None], [-0.5, 198, None]]),
+    "meta_info": _meta(
+        {"type": "stop", "matched": "\n"},
+        5,
+        output_token_logprobs=[
+            [-0.1, 87, None],
+            [-0.2, 284, None],
+            [-0.3, 220, None],
+            [-0.4, 16, None],
+            [-0.5, 198, None],
+        ],
+    ),
 }
 ABORT_RUNNING = {
     "text": "partial",
     "output_ids": [4, 5, 6],
-    "meta_info": _meta({"type": "abort", "message": "Abort request", "status_code": None, "err_type": None}, 3, output_token_logprobs=[[-1.0, 4, None], [-1.25, 5, None], [-3.5, 6, None]]),
+    "meta_info": _meta(
+        {"type": "abort", "message": "Abort request", "status_code": None, "err_type": None},
+        3,
+        output_token_logprobs=[[-1.0, 4, None], [-1.25, 5, None], [-3.5, 6, None]],
+    ),
 }
 ABORT_QUEUED_05 = {
     "text": "",
     "output_ids": [],
-    "meta_info": _meta({"type": "abort", "message": "Abort in waiting queue", "status_code": None, "err_type": None}, 0, output_token_logprobs=[]),
+    "meta_info": _meta(
+        {"type": "abort", "message": "Abort in waiting queue", "status_code": None, "err_type": None},
+        0,
+        output_token_logprobs=[],
+    ),
 }
-ABORT_QUEUED_04 = {"text": "", "meta_info": {"id": RID, "finish_reason": {"type": "abort", "message": "Abort before prefill"}, "prompt_tokens": 0, "completion_tokens": 0}}
+ABORT_QUEUED_04 = {
+    "text": "",
+    "meta_info": {
+        "id": RID,
+        "finish_reason": {"type": "abort", "message": "Abort before prefill"},
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+    },
+}
 TWO_VERSIONS = {
     "text": "",
     "output_ids": [10, 11, 12, 13],
     "meta_info": _meta(
-        {"type": "length", "length": 4}, 4,
+        {"type": "length", "length": 4},
+        4,
         output_token_logprobs=[[-1.0, 10, None], [-1.0, 11, None], [-1.0, 12, None], [-1.0, 13, None]],
         weight_versions=[{"version": "3", "start": 0, "end": 1}, {"version": "4", "start": 1, "end": 4}],
     ),
@@ -77,7 +122,9 @@ def test_abort_while_running_keeps_partial_tokens() -> None:
     assert result.finish_reason == "abort" and result.output_ids == [4, 5, 6] and result.logprobs == [-1.0, -1.25, -3.5]
 
 
-@pytest.mark.parametrize("body", [ABORT_QUEUED_05, ABORT_QUEUED_04], ids=["0.5-with-logprob-keys", "0.4-no-logprob-keys"])
+@pytest.mark.parametrize(
+    "body", [ABORT_QUEUED_05, ABORT_QUEUED_04], ids=["0.5-with-logprob-keys", "0.4-no-logprob-keys"]
+)
 def test_queued_abort_is_zero_tokens(body: dict) -> None:
     result = _parse(body)
     assert result.finish_reason == "abort" and result.output_ids == [] and result.logprobs == []

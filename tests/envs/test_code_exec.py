@@ -41,11 +41,19 @@ def test_scripted_solution_gets_reward_one_and_wrong_one_less(env: CodeExecEnv) 
 
 def test_run_cells_then_submit_keeps_session_state(env: CodeExecEnv) -> None:
     env.reset(seed=0, options={"task_id": TASK})
-    messages, reward, terminated, _, info = env.step(block("import math\nvalues = [math.factorial(i) for i in range(6)]\nprint(values)"))
+    messages, reward, terminated, _, info = env.step(
+        block("import math\nvalues = [math.factorial(i) for i in range(6)]\nprint(values)")
+    )
     assert messages == [{"role": "user", "content": "Output:\n```\n[1, 1, 2, 6, 24, 120]\n```"}]
     assert (reward, terminated, info["code_ran"]) == (0.0, False, True)
-    messages, _, _, _, _ = env.step(format_tool_call("run_python", {"code": "print(values[-1] + 1)\nraise ValueError('boom')"}))
-    assert messages[0]["role"] == "tool" and messages[0]["content"].startswith("121") and "ValueError: boom" in messages[0]["content"]
+    messages, _, _, _, _ = env.step(
+        format_tool_call("run_python", {"code": "print(values[-1] + 1)\nraise ValueError('boom')"})
+    )
+    assert (
+        messages[0]["role"] == "tool"
+        and messages[0]["content"].startswith("121")
+        and "ValueError: boom" in messages[0]["content"]
+    )
     # Grading runs in a fresh process: the session's variables are not visible to the solution.
     _, reward, terminated, _, info = env.step(block("def factorial(n):\n    return values[n]"))
     assert terminated and reward == 0.0 and "NameError" in info["errors"][0]
@@ -56,11 +64,15 @@ def test_malformed_or_missing_code_is_answered_not_raised(env: CodeExecEnv) -> N
     messages, _, terminated, _, info = env.step("<tool_call>{bad json</tool_call>")
     assert messages[0]["content"].startswith("Error: the tool call is not valid JSON") and not terminated
     messages, _, terminated, truncated, info = env.step("I would use recursion.")
-    assert "no ```python block" in messages[0]["content"] and info["action"] == "none" and not terminated and not truncated
+    assert (
+        "no ```python block" in messages[0]["content"] and info["action"] == "none" and not terminated and not truncated
+    )
 
 
 def test_last_turn_grades_any_code_and_turn_costs_apply(sandbox_kind: str) -> None:
-    env = CodeExecEnv(tasks="easy", split="all", max_turns=2, turn_cost=0.05, run_bonus=0.02, sandbox={"kind": sandbox_kind})
+    env = CodeExecEnv(
+        tasks="easy", split="all", max_turns=2, turn_cost=0.05, run_bonus=0.02, sandbox={"kind": sandbox_kind}
+    )
     try:
         env.reset(seed=0, options={"task_id": TASK})
         _, reward, terminated, _, info = env.step(block("print('hi')"))
@@ -91,7 +103,10 @@ def test_long_output_is_truncated_for_the_model(env: CodeExecEnv) -> None:
 
 
 def test_replay_restores_a_mid_episode_env_exactly(env: CodeExecEnv, sandbox_kind: str) -> None:
-    actions = [block("import random\nrandom.seed(7)\nsecret = random.random()\nprint('ok')"), block("counter = [1, 2]\ncounter.append(len(counter))")]
+    actions = [
+        block("import random\nrandom.seed(7)\nsecret = random.random()\nprint('ok')"),
+        block("counter = [1, 2]\ncounter.append(len(counter))"),
+    ]
     env.reset(seed=3, options={"task_id": TASK})
     for action in actions:
         env.step(action)
@@ -141,7 +156,9 @@ def test_every_bundled_reference_solution_passes_its_hidden_tests() -> None:
     from envs.code_exec.sandboxing import open_sandbox
 
     with open_sandbox({"kind": "process"}) as sandbox:
-        failing = [t.task_id for t in load_tasks("easy", "all") if not grade(sandbox, t, "\n" + (t.solution or "")).success]
+        failing = [
+            t.task_id for t in load_tasks("easy", "all") if not grade(sandbox, t, "\n" + (t.solution or "")).success
+        ]
     assert failing == []
 
 
@@ -152,7 +169,7 @@ def test_humaneval_answer_may_define_only_the_entry_point() -> None:
         by_id = {t.task_id: t for t in load_tasks("humaneval")}
         for task_id in ("HumanEval/10", "HumanEval/38"):
             task = by_id[task_id]
-            header = task.code_prefix[task.code_prefix.index(f"def {task.entry_point}("):]
+            header = task.code_prefix[task.code_prefix.index(f"def {task.entry_point}(") :]
             env.reset(seed=0, options={"task_id": task_id})
             _, reward, terminated, _, info = env.step(block(header + (task.solution or "")))
             assert terminated and reward == 1.0, info

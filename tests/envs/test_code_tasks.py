@@ -39,12 +39,17 @@ def test_splits_hold_out_whole_kinds_and_late_instances() -> None:
 def test_humaneval_comes_from_the_package_data_file() -> None:
     tasks = load_tasks("humaneval", "test")
     assert len(tasks) == 164 and tasks[0].task_id == "HumanEval/0"
-    assert tasks[0].code_prefix.startswith("from typing import List") and "check(has_close_elements)" in tasks[0].tests[0]
+    assert (
+        tasks[0].code_prefix.startswith("from typing import List") and "check(has_close_elements)" in tasks[0].tests[0]
+    )
 
 
 def test_jsonl_source_is_validated(tmp_path: Path) -> None:
     good = tmp_path / "tasks.jsonl"
-    good.write_text(json.dumps({"task_id": "t1", "kind": "k", "prompt": "p", "entry_point": "f", "tests": ["assert f() == 1"]}) + "\n\n")
+    good.write_text(
+        json.dumps({"task_id": "t1", "kind": "k", "prompt": "p", "entry_point": "f", "tests": ["assert f() == 1"]})
+        + "\n\n"
+    )
     assert load_jsonl(good)[0].entry_point == "f"
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"task_id": "t1", "prompt": "p"}) + "\n")
@@ -58,7 +63,9 @@ def test_actions_classify_blocks_and_tool_calls() -> None:
     solution = "Here it is:\n```python\ndef double(n):\n    return 2 * n\n```"
     assert parse_action(solution, "double").kind == "submit"
     assert parse_action("```python\nprint(1 + 1)\n```", "double").kind == "run"
-    assert parse_action("```python\ndef double(n):\n    return 2 * n\n", "double").code.startswith("def double")  # unclosed block
+    assert parse_action("```python\ndef double(n):\n    return 2 * n\n", "double").code.startswith(
+        "def double"
+    )  # unclosed block
     assert parse_action(solution, "double", submit_on_definition=False).kind == "run"
     assert parse_action("I don't know", "double").kind == "none"
     call = parse_action(format_tool_call("run_python", {"code": "x = 1"}), "double")

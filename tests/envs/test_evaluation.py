@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 
 from agentrl.cli.main import main
 from agentrl.config.sections import EngineConfig, RolloutConfig
-from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.env import MultiTurnEnv, user
 from agentrl.errors import ConfigError
 from agentrl.evaluation import TaskResult, evaluate, pass_at_k, summarize
@@ -62,7 +62,9 @@ class Oracle(MultiTurnEnv):
     def task_ids(self) -> list[str]:
         return list(self.ids)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         super().reset(seed=seed)
         self.task_id = (options or {}).get("task_id", self.ids[0])
         return [user(f"Say anything about {self.task_id}.")], {}
@@ -83,9 +85,14 @@ def test_evaluate_runs_real_engine_episodes(tiny_model_dir: Path) -> None:
 
     seen: list[Episode] = []
     config = RolloutConfig(max_new_tokens=4, max_episode_tokens=256, temperature=1.0)
-    report = asyncio.run(evaluate(engine, factory, tokenizer, config, samples=2, ks=[1, 2], concurrency=3, on_episode=seen.append))
+    report = asyncio.run(
+        evaluate(engine, factory, tokenizer, config, samples=2, ks=[1, 2], concurrency=3, on_episode=seen.append)
+    )
     asyncio.run(engine.close())
-    assert report.pass_at_k == {"1": pytest.approx(0.5), "2": pytest.approx(0.5)} and report.mean_reward == pytest.approx(0.5)
+    assert report.pass_at_k == {
+        "1": pytest.approx(0.5),
+        "2": pytest.approx(0.5),
+    } and report.mean_reward == pytest.approx(0.5)
     assert report.num_tasks == 4 and len(seen) == 8 and report.failed_episodes == 0
     assert all(e.segment.num_sampled > 0 and e.status == "complete" for e in seen)  # the engine really sampled
     assert len(made) == 3  # envs are reused across episodes, one per concurrent slot
@@ -95,7 +102,8 @@ def test_eval_cli_writes_a_report(tiny_model_dir: Path, tmp_path: Path, capsys: 
     register_env("test/Oracle-v0", entry_point=Oracle)
     config = tmp_path / "eval.yaml"
     config.write_text(
-        f"model: {{path: {tiny_model_dir}}}\nenv: {{id: test/Oracle-v0, kwargs: {{num_tasks: 2}}, import_modules: []}}\n"
+        f"model: {{path: {tiny_model_dir}}}\nenv: "
+        f"{{id: test/Oracle-v0, kwargs: {{num_tasks: 2}}, import_modules: []}}\n"
         "rollout: {max_new_tokens: 4, max_episode_tokens: 256}\nengine: {max_seq_len: 512}\n"
     )
     out = tmp_path / "report.json"

@@ -19,9 +19,18 @@ def _config(tmp_path: Path, model_dir: Path, eval_section: dict[str, Any]) -> Pa
     data: dict[str, Any] = {
         "model": {"path": str(model_dir), "device": "cpu"},
         "engine": {"kind": "embedded", "max_batch_size": 8, "max_seq_len": 512},
-        "env": {"id": "agentrl/CodeExec-v0", "kwargs": {"tasks": "easy", "max_turns": 1, "sandbox": {"kind": "process"}}},
-        "rollout": {"group_size": 2, "prompts_per_step": 1, "partial_rollout": False, "max_new_tokens": 8,
-                    "max_episode_tokens": 256, "stop": ["\n```\n"]},
+        "env": {
+            "id": "agentrl/CodeExec-v0",
+            "kwargs": {"tasks": "easy", "max_turns": 1, "sandbox": {"kind": "process"}},
+        },
+        "rollout": {
+            "group_size": 2,
+            "prompts_per_step": 1,
+            "partial_rollout": False,
+            "max_new_tokens": 8,
+            "max_episode_tokens": 256,
+            "stop": ["\n```\n"],
+        },
         "algorithm": {"loss": "gspo_token"},
         "trainer": {"steps": 1, "lr": 1e-3, "mini_batches": 1, "save_every": 1, "gradient_checkpointing": False},
         "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
@@ -47,12 +56,14 @@ def test_summary_lines_compare_before_and_after() -> None:
 
 
 @pytest.mark.slow
-def test_train_evaluates_held_out_splits_before_and_after(tiny_model_dir: Path, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_evaluates_held_out_splits_before_and_after(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agentrl.trainer.loop import train
 
-    cfg_path = _config(tmp_path, tiny_model_dir, {"splits": ["test_kinds"], "samples": 2, "max_tasks": 2,
-                                                  "temperature": 0.0})
+    cfg_path = _config(
+        tmp_path, tiny_model_dir, {"splits": ["test_kinds"], "samples": 2, "max_tasks": 2, "temperature": 0.0}
+    )
     run_dir = train(load_config(cfg_path, ["logging.run_name=heldout"]), config_name="run")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in records if "eval/test_kinds/pass@1" in r]
@@ -102,8 +113,10 @@ def test_before_and_after_evaluations_are_paired(tiny_model_dir: Path, tmp_path:
     from agentrl.models.loading import load_tokenizer
     from agentrl.trainer.heldout import evaluate_split
 
-    cfg = load_config(_config(tmp_path, tiny_model_dir, {"splits": ["test_kinds"], "samples": 2, "max_tasks": 2,
-                                                        "temperature": 1.0}), [])
+    cfg = load_config(
+        _config(tmp_path, tiny_model_dir, {"splits": ["test_kinds"], "samples": 2, "max_tasks": 2, "temperature": 1.0}),
+        [],
+    )
     tokenizer = load_tokenizer(tiny_model_dir)
 
     async def twice() -> list[list[Any]]:

@@ -28,7 +28,7 @@ def tiny_tokenizer(tiny_model_dir: Path) -> Any:
 @pytest.fixture()
 def make_engine(tiny_model_dir: Path) -> Callable[[], Any]:
     """Build a fresh embedded engine on the tiny model (call inside the test's event loop; close it there)."""
-    from agentrl.engines.embedded import EmbeddedEngine
+    from agentrl.engines.embedded.engine import EmbeddedEngine
 
     def build() -> Any:
         return EmbeddedEngine.from_pretrained(tiny_model_dir, config=EngineConfig(max_seq_len=1024, seed=0))

@@ -25,9 +25,18 @@ class Scratchpad(MultiTurnEnv):
 
     max_turns = 3
 
-    def __init__(self, num_tasks: int = 6, turns: int = 3, step_sleep_s: float = 0.0, marker_dir: str | None = None,
-                 reply_tokens: int | None = None, long_tasks: tuple[str, ...] = (), long_reply_tokens: int = 0,
-                 long_turns: int | None = None, long_from_turn: int = 0) -> None:
+    def __init__(
+        self,
+        num_tasks: int = 6,
+        turns: int = 3,
+        step_sleep_s: float = 0.0,
+        marker_dir: str | None = None,
+        reply_tokens: int | None = None,
+        long_tasks: tuple[str, ...] = (),
+        long_reply_tokens: int = 0,
+        long_turns: int | None = None,
+        long_from_turn: int = 0,
+    ) -> None:
         self.num_tasks, self.turns, self.step_sleep_s = num_tasks, turns, step_sleep_s
         # Long tasks may also take more turns: the short groups then finish while every long episode
         # is still mid-way (whatever the machine's load), which is what the partial-rollout tests need.
@@ -43,7 +52,9 @@ class Scratchpad(MultiTurnEnv):
     def task_ids(self) -> list[str]:
         return [f"task-{i}" for i in range(self.num_tasks)]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         super().reset(seed=seed)
         self.task = (options or {}).get("task_id", "task-?")
         self.vars = {"seed": str(seed)}
@@ -72,7 +83,13 @@ class Scratchpad(MultiTurnEnv):
         done = self.steps_taken >= (self.long_turns if self.task in self.long_tasks else self.turns)
         reward = float(len(action) % 3 == 0)
         info = {"vars_before": before, "vars_after": dict(self.vars), "sandbox_time_s": 0.001, **self._cap()}
-        return [user(f">>> v{self.steps_taken - 1} = {self.vars[f'v{self.steps_taken - 1}']!r}")], reward, done, False, info
+        return (
+            [user(f">>> v{self.steps_taken - 1} = {self.vars[f'v{self.steps_taken - 1}']!r}")],
+            reward,
+            done,
+            False,
+            info,
+        )
 
 
 class SnapshotScratchpad(Scratchpad):
@@ -117,13 +134,17 @@ class FlakyScratchpad(Scratchpad):
 class AsyncScratchpad(Scratchpad):
     """Offers async variants; the blocking ones raise, so a run proves the rollout awaited ``areset``/``astep``."""
 
-    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         return Scratchpad.reset(self, seed=seed, options=options)
 
     async def astep(self, action: str) -> StepResult:
         return Scratchpad.step(self, action)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         raise AssertionError("the rollout must use areset")
 
     def step(self, action: str) -> StepResult:

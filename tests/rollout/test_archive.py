@@ -15,18 +15,36 @@ from agentrl.trajectory import Episode, TokenSegment, TurnRecord
 
 
 def _group(gid: str, state: str, step: int | None, tokens: list[int]) -> StoredGroup:
-    seg = TokenSegment(prompt_ids=[1, 2], completion_ids=tokens, logprobs=[-0.25] * len(tokens), loss_mask=[1] * len(tokens),
-                       turn_ids=[0] * len(tokens), versions=[0] * len(tokens))
+    seg = TokenSegment(
+        prompt_ids=[1, 2],
+        completion_ids=tokens,
+        logprobs=[-0.25] * len(tokens),
+        loss_mask=[1] * len(tokens),
+        turn_ids=[0] * len(tokens),
+        versions=[0] * len(tokens),
+    )
     turn = TurnRecord(index=0, action="print(1)", finish_reason="stop", reward=1.0, num_tokens=len(tokens))
-    episode = Episode(episode_id=f"{gid}-e0", task_id=f"task-{gid}", group_id=gid, segments=[seg], turns=[turn], status="complete",
-                      messages=[{"role": "user", "content": "go"}])
+    episode = Episode(
+        episode_id=f"{gid}-e0",
+        task_id=f"task-{gid}",
+        group_id=gid,
+        segments=[seg],
+        turns=[turn],
+        status="complete",
+        messages=[{"role": "user", "content": "go"}],
+    )
     return StoredGroup(gid, f"task-{gid}", int(gid[1:]), state, step, [episode])  # type: ignore[arg-type]
 
 
 def test_finished_groups_move_to_the_archive_and_the_rest_stay(tmp_path: Path) -> None:
     buffer = RolloutBuffer(tmp_path / "rollout_buffer.sqlite")
-    groups = [_group("g1", "trained", 1, [5, 6]), _group("g2", "dropped", None, [7]), _group("g3", "ready", None, [8]),
-              _group("g4", "inflight", None, [9]), _group("g5", "handed", 2, [10])]
+    groups = [
+        _group("g1", "trained", 1, [5, 6]),
+        _group("g2", "dropped", None, [7]),
+        _group("g3", "ready", None, [8]),
+        _group("g4", "inflight", None, [9]),
+        _group("g5", "handed", 2, [10]),
+    ]
     buffer.write_boundary(1, groups, {"cursor": 5})
     archive = TrajectoryArchive(tmp_path)
     assert archive.archive(buffer, step=1) == 2

@@ -20,7 +20,9 @@ def test_config_table_names_real_keys_with_their_defaults() -> None:
     assert len(rows) >= 7
     for section, key, default in rows:
         field = SECTIONS[section].model_fields[key]
-        assert str(field.default).lower() == default.lower(), f"{section}.{key}: doc says {default}, code {field.default}"
+        assert str(field.default).lower() == default.lower(), (
+            f"{section}.{key}: doc says {default}, code {field.default}"
+        )
 
 
 def test_buffer_tables_and_fingerprint_keys_match_the_doc(tmp_path: Path, tiny_tokenizer: object) -> None:

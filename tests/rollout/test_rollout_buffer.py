@@ -18,8 +18,14 @@ from agentrl.trajectory import Episode, TokenSegment, TurnRecord
 
 def _episode(eid: str, versions: list[int], status: str = "partial") -> Episode:
     n = len(versions)
-    seg = TokenSegment(prompt_ids=[1, 2, 3], completion_ids=list(range(10, 10 + n)), logprobs=[-0.1 * (i + 1) / 3 for i in range(n)],
-                       loss_mask=[1] * n, turn_ids=[0] * n, versions=versions)
+    seg = TokenSegment(
+        prompt_ids=[1, 2, 3],
+        completion_ids=list(range(10, 10 + n)),
+        logprobs=[-0.1 * (i + 1) / 3 for i in range(n)],
+        loss_mask=[1] * n,
+        turn_ids=[0] * n,
+        versions=versions,
+    )
     return Episode(episode_id=eid, task_id="t", group_id="g", seed=7, segments=[seg], status=status)  # type: ignore[arg-type]
 
 
@@ -60,10 +66,14 @@ def test_buffer_boundary_is_one_transaction_and_commit_marks_trained(tmp_path: P
     buf = RolloutBuffer(tmp_path / "b.sqlite")
     handed = StoredGroup("g1", "t1", 0, "handed", 1, [_episode("a", [0], "complete")])
     buf.write_boundary(1, [handed], {"cursor": 1})
-    bad = StoredGroup("g2", "t2", 1, "ready", None, [_episode("b", [0], "complete"), _episode("b", [0], "complete")])  # duplicate id
+    bad = StoredGroup(
+        "g2", "t2", 1, "ready", None, [_episode("b", [0], "complete"), _episode("b", [0], "complete")]
+    )  # duplicate id
     with pytest.raises(RolloutBufferError, match="appears twice"):
         buf.write_boundary(2, [StoredGroup("g3", "t3", 2, "ready", None, [_episode("c", [0])]), bad], {"cursor": 3})
-    assert buf.dataset_state() == {"cursor": 1} and [g.group_id for g in buf.load_groups()] == ["g1"]  # nothing of step 2 leaked
+    assert buf.dataset_state() == {"cursor": 1} and [g.group_id for g in buf.load_groups()] == [
+        "g1"
+    ]  # nothing of step 2 leaked
     assert buf.commit_step(1) == 1
     assert buf.load_groups() == [] and buf.counts() == {"trained": 1}
 
@@ -99,7 +109,14 @@ def test_staleness_policies() -> None:
 def _played(env: Scratchpad, actions: list[str]) -> Episode:
     """An episode record of ``env`` after ``actions`` (as the runner records it)."""
     opening, _ = env.reset(seed=11, options={"task_id": "task-2"})
-    ep = Episode(episode_id="e", task_id="task-2", group_id="g", seed=11, reset_options={"task_id": "task-2"}, messages=list(opening))
+    ep = Episode(
+        episode_id="e",
+        task_id="task-2",
+        group_id="g",
+        seed=11,
+        reset_options={"task_id": "task-2"},
+        messages=list(opening),
+    )
     for k, action in enumerate(actions):
         messages, reward, *_ = env.step(action)
         ep.turns.append(TurnRecord(index=k, action=action, reward=float(reward), env_messages=messages))
@@ -109,7 +126,15 @@ def _played(env: Scratchpad, actions: list[str]) -> Episode:
     return ep
 
 
-@pytest.mark.parametrize(("cls", "method"), [(Scratchpad, "replay"), (SnapshotScratchpad, "snapshot"), (OpaqueScratchpad, "restart"), (NoisyScratchpad, "restart")])
+@pytest.mark.parametrize(
+    ("cls", "method"),
+    [
+        (Scratchpad, "replay"),
+        (SnapshotScratchpad, "snapshot"),
+        (OpaqueScratchpad, "restart"),
+        (NoisyScratchpad, "restart"),
+    ],
+)
 def test_env_restore_by_snapshot_or_replay(cls: type[Scratchpad], method: str) -> None:
     original = cls()
     ep = _played(original, ["x = 1", "y = x + 1"])

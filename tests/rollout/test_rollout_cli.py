@@ -15,16 +15,44 @@ from agentrl.trajectory import Episode, TokenSegment, TurnRecord
 
 def _episode(eid: str, status: str, versions: list[int]) -> Episode:
     n = len(versions)
-    seg = TokenSegment(prompt_ids=[1, 2], completion_ids=[5] * n, logprobs=[-0.5] * n, loss_mask=[1] * n, turn_ids=[0] * 3 + [1] * (n - 3), versions=versions)
-    turns = [TurnRecord(index=0, action="x = 1", finish_reason="stop", reward=1.0, num_tokens=3, env_messages=[{"role": "user", "content": ">>> ok"}]),
-             TurnRecord(index=1, action="", finish_reason="abort", num_tokens=n - 3)]
-    return Episode(episode_id=eid, task_id="task-0", group_id="g0", segments=[seg], turns=turns, status=status,  # type: ignore[arg-type]
-                   messages=[{"role": "user", "content": "Task task-0"}], resumed=1)
+    seg = TokenSegment(
+        prompt_ids=[1, 2],
+        completion_ids=[5] * n,
+        logprobs=[-0.5] * n,
+        loss_mask=[1] * n,
+        turn_ids=[0] * 3 + [1] * (n - 3),
+        versions=versions,
+    )
+    turns = [
+        TurnRecord(
+            index=0,
+            action="x = 1",
+            finish_reason="stop",
+            reward=1.0,
+            num_tokens=3,
+            env_messages=[{"role": "user", "content": ">>> ok"}],
+        ),
+        TurnRecord(index=1, action="", finish_reason="abort", num_tokens=n - 3),
+    ]
+    return Episode(
+        episode_id=eid,
+        task_id="task-0",
+        group_id="g0",
+        segments=[seg],
+        turns=turns,
+        status=status,  # type: ignore[arg-type]
+        messages=[{"role": "user", "content": "Task task-0"}],
+        resumed=1,
+    )
 
 
 def test_inspect_prints_turns_versions_rewards_and_partials(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     buffer = RolloutBuffer(tmp_path / "rollout_buffer.sqlite")
-    buffer.write_boundary(3, [StoredGroup("g0", "task-0", 0, "inflight", None, [_episode("abc", "partial", [0, 0, 0, 1, 2])])], {"cursor": 1})
+    buffer.write_boundary(
+        3,
+        [StoredGroup("g0", "task-0", 0, "inflight", None, [_episode("abc", "partial", [0, 0, 0, 1, 2])])],
+        {"cursor": 1},
+    )
     buffer.close()
     assert main(["inspect", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -44,14 +72,25 @@ def test_written_groups_cuts_a_torn_last_line(tmp_path: Path) -> None:
     assert _written_groups(out) == {"g1"} and out.read_text() == whole
 
 
-def test_resume_from_a_corrupted_buffer_is_a_clear_error(tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_from_a_corrupted_buffer_is_a_clear_error(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "rollout_buffer.sqlite").write_bytes(b"\x00garbage" * 512)
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model": {"path": str(tiny_model_dir)}, "env": {"id": "rollout_test_envs:Scratchpad", "import_modules": []},
-                                  "trainer": {"mini_batches": 1}}))
+    config.write_text(
+        json.dumps(
+            {
+                "model": {"path": str(tiny_model_dir)},
+                "env": {"id": "rollout_test_envs:Scratchpad", "import_modules": []},
+                "trainer": {"mini_batches": 1},
+            }
+        )
+    )
     assert main(["rollout", str(config), "--out", str(tmp_path / "o.jsonl"), "--resume", str(run_dir)]) != 0
     assert "corrupted or not a SQLite database" in capsys.readouterr().err
-    assert main(["rollout", str(config), "--out", str(tmp_path / "o.jsonl"), "--resume", str(tmp_path / "nowhere")]) != 0
+    assert (
+        main(["rollout", str(config), "--out", str(tmp_path / "o.jsonl"), "--resume", str(tmp_path / "nowhere")]) != 0
+    )
     assert "no rollout_buffer.sqlite" in capsys.readouterr().err

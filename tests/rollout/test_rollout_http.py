@@ -41,7 +41,18 @@ def _free_port() -> int:
 
 def _serve(model_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(model_dir), "--port", str(port), "--max-seq-len", "1024"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentrl.cli.main",
+        "serve",
+        "--model",
+        str(model_dir),
+        "--port",
+        str(port),
+        "--max-seq-len",
+        "1024",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -71,16 +82,25 @@ def server(tiny_model_dir: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]
 
 
 def _orchestrator(engine: Any, tokenizer: Any, buffer: RolloutBuffer, over_sample: float = 2.0) -> RolloutOrchestrator:
-    cfg = RolloutConfig(group_size=2, prompts_per_step=2, max_new_tokens=64, max_episode_tokens=700, over_sample=over_sample)
+    cfg = RolloutConfig(
+        group_size=2, prompts_per_step=2, max_new_tokens=64, max_episode_tokens=700, over_sample=over_sample
+    )
     env = lambda: Scratchpad(num_tasks=4, **LONG)  # noqa: E731
-    return RolloutOrchestrator(engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), epochs=1), buffer=buffer)
+    return RolloutOrchestrator(
+        engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), epochs=1), buffer=buffer
+    )
 
 
 @pytest.mark.slow
-def test_partial_rollouts_over_http_resume_after_a_weight_update(server: tuple[Any, str], tiny_model_dir: Path, tiny_tokenizer: Any, tmp_path: Path) -> None:
+def test_partial_rollouts_over_http_resume_after_a_weight_update(
+    server: tuple[Any, str], tiny_model_dir: Path, tiny_tokenizer: Any, tmp_path: Path
+) -> None:
     from transformers import AutoModelForCausalLM
 
-    state = {k: v + 0.05 for k, v in AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict().items()}
+    state = {
+        k: v + 0.05
+        for k, v in AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict().items()
+    }
 
     async def scenario() -> None:
         engine = SGLangEngine(EngineConfig(kind="sglang", urls=[server[1]], weights_dir=str(tmp_path / "weights")))
@@ -96,7 +116,11 @@ def test_partial_rollouts_over_http_resume_after_a_weight_update(server: tuple[A
         for before in stored:
             b, a = before.segment, finals[before.episode_id].segment
             n = len(b.completion_ids)
-            assert a.input_ids[: len(b.input_ids)] == b.input_ids and a.logprobs[:n] == b.logprobs and a.versions[:n] == b.versions
+            assert (
+                a.input_ids[: len(b.input_ids)] == b.input_ids
+                and a.logprobs[:n] == b.logprobs
+                and a.versions[:n] == b.versions
+            )
             assert {v for v, m in zip(a.versions[n:], a.loss_mask[n:]) if m} == {1}
         await orch.close()
         await engine.close()

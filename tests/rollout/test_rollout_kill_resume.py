@@ -31,13 +31,25 @@ def _config(tmp_path: Path, model_dir: Path) -> Path:
     # Long replies (200 tokens vs 3: ~200 decode steps against a 20 ms env step) keep the long episodes
     # generating when a step's groups complete, so the buffer soon holds an episode cut mid-turn
     # however fast the engine is (at 64 tokens a fast engine sometimes finished a turn just in time).
-    kwargs = {"num_tasks": 8, "long_tasks": ["task-1", "task-4", "task-6"], "long_reply_tokens": 200, "reply_tokens": 3,
-              "step_sleep_s": 0.02, "marker_dir": str(markers)}
+    kwargs = {
+        "num_tasks": 8,
+        "long_tasks": ["task-1", "task-4", "task-6"],
+        "long_reply_tokens": 200,
+        "reply_tokens": 3,
+        "step_sleep_s": 0.02,
+        "marker_dir": str(markers),
+    }
     cfg = {
         "model": {"path": str(model_dir)},
         "engine": {"kind": "embedded", "max_seq_len": 1024},
         "env": {"id": "rollout_test_envs:Scratchpad", "kwargs": kwargs, "import_modules": []},
-        "rollout": {"group_size": 2, "prompts_per_step": 2, "over_sample": 2.0, "max_new_tokens": 256, "max_episode_tokens": 900},
+        "rollout": {
+            "group_size": 2,
+            "prompts_per_step": 2,
+            "over_sample": 2.0,
+            "max_new_tokens": 256,
+            "max_episode_tokens": 900,
+        },
         "trainer": {"mini_batches": 1},
         "logging": {"run_root": str(tmp_path / "runs"), "run_name": "killed", "wandb_mode": "disabled"},
     }

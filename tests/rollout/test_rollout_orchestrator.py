@@ -32,7 +32,9 @@ class RecordingEngine:
         self.inner, self.calls = inner, []
         self.semantics = inner.semantics
 
-    async def generate(self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None) -> GenerateResult:
+    async def generate(
+        self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None
+    ) -> GenerateResult:
         result = await self.inner.generate(input_ids, sampling, request_id)
         self.calls.append((list(input_ids), result))
         return result
@@ -50,8 +52,13 @@ def _long_cfg(**kwargs: Any) -> RolloutConfig:
     """For LONG envs: max_new_tokens only bounds; the env caps each reply itself."""
     return _cfg(**({"max_new_tokens": 64} | kwargs))
 
-def _orchestrator(engine: Any, tokenizer: Any, cfg: RolloutConfig, env: Callable[[], Any], buffer: RolloutBuffer | None = None) -> RolloutOrchestrator:
-    return RolloutOrchestrator(engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), epochs=1), buffer=buffer)
+
+def _orchestrator(
+    engine: Any, tokenizer: Any, cfg: RolloutConfig, env: Callable[[], Any], buffer: RolloutBuffer | None = None
+) -> RolloutOrchestrator:
+    return RolloutOrchestrator(
+        engine, env, tokenizer, cfg, dataset=TaskDataset.from_env(env(), epochs=1), buffer=buffer
+    )
 
 
 def _turn_starts(ep: Episode) -> dict[int, int]:
@@ -63,10 +70,14 @@ def _turn_starts(ep: Episode) -> dict[int, int]:
     return starts
 
 
-def test_groups_tokens_and_logprobs_come_from_the_engine(make_engine: Callable[[], Any], tiny_tokenizer: Any, tiny_model_dir: Path) -> None:
+def test_groups_tokens_and_logprobs_come_from_the_engine(
+    make_engine: Callable[[], Any], tiny_tokenizer: Any, tiny_model_dir: Path
+) -> None:
     async def scenario() -> tuple[Any, RecordingEngine, RolloutOrchestrator]:
         engine = RecordingEngine(make_engine())
-        orch = _orchestrator(engine, tiny_tokenizer, _cfg(group_size=3, partial_rollout=False), lambda: Scratchpad(num_tasks=4))
+        orch = _orchestrator(
+            engine, tiny_tokenizer, _cfg(group_size=3, partial_rollout=False), lambda: Scratchpad(num_tasks=4)
+        )
         batch = await orch.collect_step(1)
         await orch.close()
         await engine.inner.close()
@@ -84,11 +95,15 @@ def test_groups_tokens_and_logprobs_come_from_the_engine(make_engine: Callable[[
         seg = ep.segment
         for turn, start in _turn_starts(ep).items():
             # The engine saw exactly this prefix and returned exactly these tokens and logprobs.
-            [res] = [r for r in calls[tuple(seg.prompt_ids + seg.completion_ids[:start])] if r.output_ids == seg.completion_ids[start:start + len(r.output_ids)]]
+            [res] = [
+                r
+                for r in calls[tuple(seg.prompt_ids + seg.completion_ids[:start])]
+                if r.output_ids == seg.completion_ids[start : start + len(r.output_ids)]
+            ]
             n = len(res.output_ids)
-            assert seg.logprobs[start:start + n] == res.logprobs and res.finish_reason != "abort"
-            assert seg.loss_mask[start:start + n] == [1] * n and seg.turn_ids[start:start + n] == [turn] * n
-            assert seg.versions[start:start + n] == res.token_versions()
+            assert seg.logprobs[start : start + n] == res.logprobs and res.finish_reason != "abort"
+            assert seg.loss_mask[start : start + n] == [1] * n and seg.turn_ids[start : start + n] == [turn] * n
+            assert seg.versions[start : start + n] == res.token_versions()
         rendered = orch.assembler.render(ep.messages[:-1], add_generation_prompt=True)
         assert orch.assembler.decode(seg.input_ids).startswith(rendered)  # env messages rendered once, by the template
     # later turns (and a group's shared first prompt) reuse keys/values, and the step says how many
@@ -111,13 +126,21 @@ def test_groups_tokens_and_logprobs_come_from_the_engine(make_engine: Callable[[
     assert torch.allclose(recomputed[mask], torch.tensor(ep.segment.logprobs)[mask], atol=1e-4)
 
 
-async def _partial_step(engine: Any, tokenizer: Any, cfg: RolloutConfig, buffer: RolloutBuffer, env: Callable[[], Any] = lambda: Scratchpad(num_tasks=4, **LONG)) -> tuple[RolloutOrchestrator, list[Episode]]:
+async def _partial_step(
+    engine: Any,
+    tokenizer: Any,
+    cfg: RolloutConfig,
+    buffer: RolloutBuffer,
+    env: Callable[[], Any] = lambda: Scratchpad(num_tasks=4, **LONG),
+) -> tuple[RolloutOrchestrator, list[Episode]]:
     orch = _orchestrator(engine, tokenizer, cfg, env, buffer)
     batch = await orch.collect_step(1)
     orch.commit_step(1)
     assert sorted(g[0].task_id for g in batch.groups) == ["task-0", "task-3"]
     stored = [copy.deepcopy(e) for g in buffer.load_groups(("inflight",)) for e in g.episodes]
-    assert len(stored) == 4 and all(e.status == "partial" for e in stored), [(e.task_id, e.status, len(e.turns), e.error) for e in stored]
+    assert len(stored) == 4 and all(e.status == "partial" for e in stored), [
+        (e.task_id, e.status, len(e.turns), e.error) for e in stored
+    ]
     assert any(e.turns and e.turns[-1].reward is None and e.turns[-1].num_tokens > 0 for e in stored)  # cut mid-turn
     assert batch.metrics["rollout/episodes_aborted"] == 4
     return orch, stored
@@ -137,7 +160,9 @@ def _assert_prefix(before: Episode, after: Episode) -> int:
     return n
 
 
-def test_partial_episodes_resume_with_identical_prefix_and_new_version(make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path) -> None:
+def test_partial_episodes_resume_with_identical_prefix_and_new_version(
+    make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path
+) -> None:
     async def scenario() -> None:
         engine = make_engine()
         orch, stored = await _partial_step(engine, tiny_tokenizer, _long_cfg(), RolloutBuffer(tmp_path / "b.sqlite"))
@@ -168,7 +193,9 @@ def test_staleness_policies(policy: str, make_engine: Callable[[], Any], tiny_to
         if policy == "drop":
             assert batch.metrics["rollout/episodes_restarted"] == 4
             assert not {e.episode_id for e in finals} & {e.episode_id for e in stored}
-            assert all(e.min_version == 3 for e in finals) and {e.group_id for e in finals} == {e.group_id for e in stored}
+            assert all(e.min_version == 3 for e in finals) and {e.group_id for e in finals} == {
+                e.group_id for e in stored
+            }
         else:
             assert batch.metrics["rollout/episodes_restarted"] == 0 and batch.metrics["rollout/staleness_3"] == 4
             assert all(e.min_version == 0 for e in finals)
@@ -179,11 +206,15 @@ def test_staleness_policies(policy: str, make_engine: Callable[[], Any], tiny_to
 
 
 @pytest.mark.parametrize(("env_cls", "method"), [(Scratchpad, "replay"), (SnapshotScratchpad, "snapshot")])
-def test_resume_from_buffer_in_a_new_orchestrator_restores_the_env(env_cls: type, method: str, make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path) -> None:
+def test_resume_from_buffer_in_a_new_orchestrator_restores_the_env(
+    env_cls: type, method: str, make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path
+) -> None:
     async def scenario() -> None:
         engine = make_engine()
         env = lambda: env_cls(num_tasks=4, **LONG)  # noqa: E731
-        orch, stored = await _partial_step(engine, tiny_tokenizer, _long_cfg(), RolloutBuffer(tmp_path / "b.sqlite"), env)
+        orch, stored = await _partial_step(
+            engine, tiny_tokenizer, _long_cfg(), RolloutBuffer(tmp_path / "b.sqlite"), env
+        )
         await orch.close()  # the job ends; a new one resumes from the file
         fresh = _orchestrator(engine, tiny_tokenizer, _long_cfg(), env, RolloutBuffer(tmp_path / "b.sqlite"))
         batch = await fresh.collect_step(2)
@@ -201,7 +232,9 @@ def test_resume_from_buffer_in_a_new_orchestrator_restores_the_env(env_cls: type
     asyncio.run(scenario())
 
 
-def test_resume_with_another_chat_template_is_refused(make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path) -> None:
+def test_resume_with_another_chat_template_is_refused(
+    make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path
+) -> None:
     async def scenario() -> None:
         engine = make_engine()
         env = lambda: Scratchpad(num_tasks=4)  # noqa: E731
@@ -218,7 +251,9 @@ def test_resume_with_another_chat_template_is_refused(make_engine: Callable[[], 
 
 
 @pytest.mark.parametrize("on_failure", ["drop", "fail"])
-def test_env_that_raises_in_step(on_failure: str, make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path) -> None:
+def test_env_that_raises_in_step(
+    on_failure: str, make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path
+) -> None:
     async def scenario() -> None:
         engine = make_engine()
         buffer = RolloutBuffer(tmp_path / "b.sqlite")
@@ -234,7 +269,9 @@ def test_env_that_raises_in_step(on_failure: str, make_engine: Callable[[], Any]
             batch = await orch.collect_step(1)
             assert len(batch.groups) == 2 and first not in {g[0].task_id for g in batch.groups}
             [dropped] = batch.dropped
-            assert dropped[0].task_id == first and any(f"env: RuntimeError: sandbox crashed on {first}" in (e.error or "") for e in dropped)
+            assert dropped[0].task_id == first and any(
+                f"env: RuntimeError: sandbox crashed on {first}" in (e.error or "") for e in dropped
+            )
             assert batch.metrics["rollout/groups_dropped"] == 1 and buffer.counts()["dropped"] == 1
         finally:
             await orch.close()
@@ -243,7 +280,9 @@ def test_env_that_raises_in_step(on_failure: str, make_engine: Callable[[], Any]
     asyncio.run(scenario())
 
 
-def test_engine_dying_mid_step_is_a_clear_error(make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path) -> None:
+def test_engine_dying_mid_step_is_a_clear_error(
+    make_engine: Callable[[], Any], tiny_tokenizer: Any, tmp_path: Path
+) -> None:
     async def scenario() -> None:
         engine = make_engine()
         buffer = RolloutBuffer(tmp_path / "b.sqlite")

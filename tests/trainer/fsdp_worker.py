@@ -28,16 +28,26 @@ def main(model_dir: str, out_path: str) -> None:
     dist = init_distributed()
     torch.manual_seed(0)
     lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    groups = make_groups(lm, [[1.0, 0.0, 0.5, 0.2], [0.3, 0.9, 0.1, 0.4], [0.0, 1.0, 1.0, 0.0], [0.7, 0.2, 0.2, 0.6]], turns=2)
+    groups = make_groups(
+        lm, [[1.0, 0.0, 0.5, 0.2], [0.3, 0.9, 0.1, 0.4], [0.0, 1.0, 1.0, 0.0], [0.7, 0.2, 0.2, 0.6]], turns=2
+    )
     for ep in (e for g in groups for e in g):  # engine logprobs slightly off, so the ratio and clipping are exercised
         seg = ep.segments[0]
-        seg.logprobs = [lp - 0.002 * (i % 3) if m else 0.0 for i, (lp, m) in enumerate(zip(seg.logprobs, seg.loss_mask))]
+        seg.logprobs = [
+            lp - 0.002 * (i % 3) if m else 0.0 for i, (lp, m) in enumerate(zip(seg.logprobs, seg.loss_mask))
+        ]
     policy = PolicyLogprobs(lm, chunk_tokens=16)
     if dist.enabled:
         shard_policy(policy, decoder_layers_of(lm))
     algo = AlgorithmConfig(eps_low=0.2, eps_high=0.28)
-    updater = PolicyUpdater(policy, algo, TrainerConfig(lr=1e-3, mini_batches=2, micro_batch_tokens=96),
-                            temperature=1.0, total_steps=1, dist=dist)
+    updater = PolicyUpdater(
+        policy,
+        algo,
+        TrainerConfig(lr=1e-3, mini_batches=2, micro_batch_tokens=96),
+        temperature=1.0,
+        total_steps=1,
+        dist=dist,
+    )
     metrics = updater.update(build_rows(groups, 4, algo, current_version=0))
     state = full_state_dict(lm)
     if dist.is_main:

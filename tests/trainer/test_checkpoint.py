@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from agentrl.errors import CheckpointError
-from agentrl.trainer.checkpoint import BUFFER_FILE, latest_checkpoint, load_training_state, restore_buffer, save_checkpoint, set_rng_state
+from agentrl.trainer.checkpoint import (
+    BUFFER_FILE,
+    latest_checkpoint,
+    load_training_state,
+    restore_buffer,
+    save_checkpoint,
+    set_rng_state,
+)
 
 
 def test_checkpoint_round_trip_and_pruning(tiny_lm: torch.nn.Module, tmp_path: Path) -> None:
@@ -24,8 +31,16 @@ def test_checkpoint_round_trip_and_pruning(tiny_lm: torch.nn.Module, tmp_path: P
         db.execute("INSERT INTO t VALUES (7)")
     state = {k: v.detach() for k, v in tiny_lm.state_dict().items()}
     for step in (1, 2, 3):
-        save_checkpoint(tmp_path, step, lm=tiny_lm, state=state, tokenizer=None,
-                        training_state={"optimizer": opt.state_dict()}, meta={"note": "x"}, keep=2)
+        save_checkpoint(
+            tmp_path,
+            step,
+            lm=tiny_lm,
+            state=state,
+            tokenizer=None,
+            training_state={"optimizer": opt.state_dict()},
+            meta={"note": "x"},
+            keep=2,
+        )
     expected_draw = (random.random(), torch.rand(1).item())  # the RNG continues from the last save
     ckpt = latest_checkpoint(tmp_path)
     assert ckpt is not None and ckpt.step == 3 and ckpt.meta["note"] == "x"

@@ -24,15 +24,26 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_fsdp2_two_processes_match_single_process(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from transformers import AutoModelForCausalLM
-
     from fsdp_worker import main as worker_main
+    from transformers import AutoModelForCausalLM
 
     single = tmp_path / "single.json"
     worker_main(str(tiny_model_dir), str(single))
     dual = tmp_path / "dual.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(_free_port()), str(HERE / "fsdp_worker.py"), str(tiny_model_dir), str(dual)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        str(HERE / "fsdp_worker.py"),
+        str(tiny_model_dir),
+        str(dual),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -28,8 +28,13 @@ def _write_config(tmp_path: Path, model_dir: Path, **sections: dict[str, Any]) -
         "model": {"path": str(model_dir), "device": "cpu"},
         "engine": {"kind": "embedded", "max_batch_size": 16, "max_seq_len": 512},
         "env": {"id": "agentrl/MagicWord-v0", "kwargs": {"word": "please", "turns": 1}},
-        "rollout": {"group_size": 4, "prompts_per_step": 4, "partial_rollout": False, "max_new_tokens": 8,
-                    "max_episode_tokens": 256},
+        "rollout": {
+            "group_size": 4,
+            "prompts_per_step": 4,
+            "partial_rollout": False,
+            "max_new_tokens": 8,
+            "max_episode_tokens": 256,
+        },
         "algorithm": {"loss": "gspo_token"},
         "trainer": {"steps": 5, "lr": 1e-2, "mini_batches": 2, "save_every": 2, "deterministic": True},
         "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
@@ -49,8 +54,12 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
 def test_reward_rises_on_magic_word(tiny_model_dir: Path, tmp_path: Path) -> None:
     from agentrl.trainer.loop import train
 
-    cfg_path = _write_config(tmp_path, tiny_model_dir, rollout={"group_size": 8}, trainer={
-        "steps": 16, "lr": 2e-2, "mini_batches": 1, "save_every": 100})
+    cfg_path = _write_config(
+        tmp_path,
+        tiny_model_dir,
+        rollout={"group_size": 8},
+        trainer={"steps": 16, "lr": 2e-2, "mini_batches": 1, "save_every": 100},
+    )
     run_dir = train(load_config(cfg_path, ["logging.run_name=learn"]), config_name="run")
     rewards = [r["episode/reward_mean"] for r in _records(run_dir)]
     assert len(rewards) == 16
@@ -64,7 +73,9 @@ def _trained_tokens(run_dir: Path) -> dict[int, list[tuple[int, ...]]]:
     by_step: dict[int, list[tuple[int, ...]]] = {}
     for group in TrajectoryArchive(run_dir).load_groups():
         if group.state == "trained":
-            by_step.setdefault(group.step, []).extend(tuple(t for seg in e.segments for t in seg.completion_ids) for e in group.episodes)
+            by_step.setdefault(group.step, []).extend(
+                tuple(t for seg in e.segments for t in seg.completion_ids) for e in group.episodes
+            )
     return {step: sorted(tokens) for step, tokens in by_step.items()}
 
 
@@ -80,8 +91,13 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(tiny_model_dir: Path,
     cfg_path = _write_config(tmp_path, tiny_model_dir)
     straight = train(load_config(cfg_path, ["logging.run_name=straight"]), config_name="run")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "agentrl.cli.main", "train", str(cfg_path), "logging.run_name=killed"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrl.cli.main", "train", str(cfg_path), "logging.run_name=killed"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     killed = tmp_path / "runs" / "killed"
     deadline = time.time() + 120
     while time.time() < deadline:  # wait until step 3 is logged (checkpoint at 2), then kill inside step 4
@@ -123,7 +139,9 @@ def test_bad_inputs_fail_before_heavy_work(tiny_model_dir: Path, tmp_path: Path)
     with pytest.raises(ConfigError, match="do not split into 3 mini-batches"):
         validate_run_config(load_config(cfg_path, ["trainer.mini_batches=3"]))
     with pytest.raises(ConfigError, match="use algorithm.loss: gspo_token"):
-        validate_run_config(load_config(cfg_path, ["algorithm.loss=gspo", "algorithm.turn_advantage=discounted_return"]))
+        validate_run_config(
+            load_config(cfg_path, ["algorithm.loss=gspo", "algorithm.turn_advantage=discounted_return"])
+        )
     assert main(["train", str(cfg_path), "--dry-run"]) == 0
     assert not (tmp_path / "runs").exists()  # validation creates nothing
 
@@ -147,7 +165,17 @@ def test_resume_from_run_of_another_model_is_refused(tiny_model_dir: Path, tmp_p
 def test_progress_line_shows_the_live_metrics() -> None:
     from agentrl.trainer.reporting import progress_line
 
-    line = progress_line(7, 40, {"episode/reward_mean": 0.41, "episode/success_rate": 0.38, "train/clip_frac_seq": 0.019,
-                                 "train/abs_log_s_mean": 2e-4, "rollout/groups_carried": 6, "rollout/staleness_max": 1,
-                                 "perf/tokens_per_s": 412})
+    line = progress_line(
+        7,
+        40,
+        {
+            "episode/reward_mean": 0.41,
+            "episode/success_rate": 0.38,
+            "train/clip_frac_seq": 0.019,
+            "train/abs_log_s_mean": 2e-4,
+            "rollout/groups_carried": 6,
+            "rollout/staleness_max": 1,
+            "perf/tokens_per_s": 412,
+        },
+    )
     assert line == "step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) 412 tok/s"

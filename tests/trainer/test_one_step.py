@@ -26,10 +26,25 @@ async def _sample_groups(engine: object, prompts: list[list[int]], group_size: i
         group = []
         for i, res in enumerate(results):
             n = len(res.output_ids)
-            seg = TokenSegment(prompt_ids=prompt, completion_ids=res.output_ids, logprobs=res.logprobs, loss_mask=[1] * n,
-                               turn_ids=[0] * n, versions=res.token_versions())
-            group.append(Episode(episode_id=f"{g}-{i}", task_id=str(g), group_id=str(g), segments=[seg],
-                                 turns=[TurnRecord(index=0)], status="complete", final_reward=float(i)))
+            seg = TokenSegment(
+                prompt_ids=prompt,
+                completion_ids=res.output_ids,
+                logprobs=res.logprobs,
+                loss_mask=[1] * n,
+                turn_ids=[0] * n,
+                versions=res.token_versions(),
+            )
+            group.append(
+                Episode(
+                    episode_id=f"{g}-{i}",
+                    task_id=str(g),
+                    group_id=str(g),
+                    segments=[seg],
+                    turns=[TurnRecord(index=0)],
+                    status="complete",
+                    final_reward=float(i),
+                )
+            )
         groups.append(group)
     return groups
 
@@ -37,7 +52,7 @@ async def _sample_groups(engine: object, prompts: list[list[int]], group_size: i
 def _trainer_logprobs(lm: torch.nn.Module, prompt: list[int], output: list[int]) -> torch.Tensor:
     ids = torch.tensor([prompt + output])
     select = torch.zeros(1, ids.shape[1] - 1, dtype=torch.bool)
-    select[0, len(prompt) - 1:] = True
+    select[0, len(prompt) - 1 :] = True
     with torch.no_grad():
         return PolicyLogprobs(lm)(ids, select, temperature=1.0).logp_bt[select]
 
@@ -45,7 +60,7 @@ def _trainer_logprobs(lm: torch.nn.Module, prompt: list[int], output: list[int])
 def test_one_step_updates_policy_and_syncs_engine(tiny_model_dir: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from agentrl.engines.embedded import EmbeddedEngine
+    from agentrl.engines.embedded.engine import EmbeddedEngine
 
     async def scenario() -> None:
         engine = EmbeddedEngine.from_pretrained(tiny_model_dir, config=EngineConfig(seed=1))
@@ -54,8 +69,13 @@ def test_one_step_updates_policy_and_syncs_engine(tiny_model_dir: Path) -> None:
         prompts = [[5, 17, 99, 300], [8, 40, 41]]
         try:
             groups = await _sample_groups(engine, prompts, 4)
-            updater = PolicyUpdater(PolicyLogprobs(lm), AlgorithmConfig(), TrainerConfig(lr=1e-2, mini_batches=2),
-                                    temperature=1.0, total_steps=1)
+            updater = PolicyUpdater(
+                PolicyLogprobs(lm),
+                AlgorithmConfig(),
+                TrainerConfig(lr=1e-2, mini_batches=2),
+                temperature=1.0,
+                total_steps=1,
+            )
             metrics = updater.update(build_rows(groups, 4, AlgorithmConfig(), current_version=0))
             assert torch.isfinite(torch.tensor(metrics["train/loss"]))
             assert metrics["train/mb0_abs_log_s_max"] < 1e-4  # engine logprobs == trainer logprobs before any update
@@ -76,7 +96,7 @@ def test_one_step_updates_policy_and_syncs_engine(tiny_model_dir: Path) -> None:
 def test_disk_transport_writes_loadable_weights(tiny_model_dir: Path, tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from agentrl.engines.embedded import EmbeddedEngine
+    from agentrl.engines.embedded.engine import EmbeddedEngine
 
     async def scenario() -> None:
         engine = EmbeddedEngine.from_pretrained(tiny_model_dir)
@@ -88,7 +108,9 @@ def test_disk_transport_writes_loadable_weights(tiny_model_dir: Path, tmp_path: 
             assert engine.weight_version == 3
             assert (tmp_path / "v000003" / "model.safetensors").exists()
             res = await engine.generate([5, 6, 7], SamplingParams(max_new_tokens=6))
-            assert torch.allclose(torch.tensor(res.logprobs), _trainer_logprobs(lm, [5, 6, 7], res.output_ids), atol=1e-4)
+            assert torch.allclose(
+                torch.tensor(res.logprobs), _trainer_logprobs(lm, [5, 6, 7], res.output_ids), atol=1e-4
+            )
         finally:
             await engine.close()
 
@@ -107,7 +129,9 @@ def test_engine_without_logprobs_is_a_config_error(bad: str) -> None:
     cfg = RunConfig.model_validate({"model": {"path": "x"}, "env": {"id": "agentrl/MagicWord-v0"}})
     with pytest.raises(ConfigError, match="returns no logprobs; set algorithm.old_logprobs: recompute"):
         check_engine_logprobs(LogprobSemantics(bad), cfg)
-    check_engine_logprobs(LogprobSemantics(bad), cfg.model_copy(update={"algorithm": AlgorithmConfig(old_logprobs="recompute")}))
+    check_engine_logprobs(
+        LogprobSemantics(bad), cfg.model_copy(update={"algorithm": AlgorithmConfig(old_logprobs="recompute")})
+    )
 
 
 @pytest.mark.parametrize("weight_sync", ["tensor", "disk"])
@@ -124,7 +148,19 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))
     from engine_harness import ServedEngine, build_embedded
 
-    cfg = build_config({"model": {"path": str(tiny_model_dir)}, "engine": {"kind": "sglang", "urls": ["http://127.0.0.1:1"], "weight_sync": weight_sync, "weights_dir": str(tmp_path)}, "env": {"id": "agentrl/MagicWord-v0"}}, check_env=False)
+    cfg = build_config(
+        {
+            "model": {"path": str(tiny_model_dir)},
+            "engine": {
+                "kind": "sglang",
+                "urls": ["http://127.0.0.1:1"],
+                "weight_sync": weight_sync,
+                "weights_dir": str(tmp_path),
+            },
+            "env": {"id": "agentrl/MagicWord-v0"},
+        },
+        check_env=False,
+    )
     transport = _transport(cfg)
     assert transport == {"tensor": "state_dict", "disk": "disk"}[weight_sync]
     inner = build_embedded(tiny_model_dir)
@@ -138,7 +174,9 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
             await sync_weights(client, lm, 2, transport=transport, weights_root=tmp_path)
             res = await client.generate([5, 6, 7], SamplingParams(max_new_tokens=6))
             assert {s.version for s in res.version_spans} == {2}
-            assert torch.allclose(torch.tensor(res.logprobs), _trainer_logprobs(lm, [5, 6, 7], res.output_ids), atol=1e-4)
+            assert torch.allclose(
+                torch.tensor(res.logprobs), _trainer_logprobs(lm, [5, 6, 7], res.output_ids), atol=1e-4
+            )
         finally:
             await client.close()
 

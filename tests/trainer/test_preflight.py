@@ -19,8 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cfg(model_dir: Path | str, *overrides: str):
-    base = [f"model.path={model_dir}", "env.id=agentrl/MagicWord-v0", "rollout.group_size=2", "rollout.prompts_per_step=2",
-            "trainer.mini_batches=1", "rollout.max_new_tokens=8", "rollout.max_episode_tokens=128"]
+    base = [
+        f"model.path={model_dir}",
+        "env.id=agentrl/MagicWord-v0",
+        "rollout.group_size=2",
+        "rollout.prompts_per_step=2",
+        "trainer.mini_batches=1",
+        "rollout.max_new_tokens=8",
+        "rollout.max_episode_tokens=128",
+    ]
     return load_config(ROOT / "configs" / "tiny_debug.yaml", [*base, *overrides])
 
 
@@ -32,9 +39,20 @@ def _free_port() -> int:
 
 def test_dry_run_prints_what_it_checked_and_trains_nothing(tiny_model_dir: Path, tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli.main", "train", str(ROOT / "configs" / "tiny_debug.yaml"), "--dry-run",
-         f"model.path={tiny_model_dir}", f"logging.run_root={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli.main",
+            "train",
+            str(ROOT / "configs" / "tiny_debug.yaml"),
+            "--dry-run",
+            f"model.path={tiny_model_dir}",
+            f"logging.run_root={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "ok: model" in result.stdout and "qwen3" in result.stdout
@@ -58,8 +76,12 @@ def test_sglang_server_down_is_an_error_naming_the_url(tiny_model_dir: Path) -> 
 @pytest.mark.slow
 def test_live_server_passes_health_and_logprob_checks(tiny_model_dir: Path) -> None:
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(tiny_model_dir),
-                               "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(tiny_model_dir), "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 90

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import torch
+from trainer_episodes import make_groups
 
 from agentrl.config.sections import AlgorithmConfig, TrainerConfig
 from agentrl.trainer.batch import build_rows, pack_micro_batches, segment_row
@@ -13,12 +14,16 @@ from agentrl.trainer.logprobs import PolicyLogprobs, naive_token_logprobs
 from agentrl.trainer.update import PolicyUpdater
 from agentrl.trajectory import TokenSegment
 
-from trainer_episodes import make_groups
-
 
 def test_segment_row_aligns_completion_to_next_token_positions() -> None:
-    seg = TokenSegment(prompt_ids=[1, 2, 3], completion_ids=[4, 5, 6, 7], logprobs=[-0.1, -0.2, 0.0, -0.4],
-                       loss_mask=[1, 1, 0, 1], turn_ids=[0, 0, -1, 1], versions=[3, 3, -1, 5])
+    seg = TokenSegment(
+        prompt_ids=[1, 2, 3],
+        completion_ids=[4, 5, 6, 7],
+        logprobs=[-0.1, -0.2, 0.0, -0.4],
+        loss_mask=[1, 1, 0, 1],
+        turn_ids=[0, 0, -1, 1],
+        versions=[3, 3, -1, 5],
+    )
     row = segment_row(seg, [2.0, -1.0], episode_index=0, current_version=5, max_token_lag=None)
     assert row.input_ids == [1, 2, 3, 4, 5, 6, 7]
     assert row.logp_old == [0.0, 0.0, -0.1, -0.2, 0.0, -0.4]  # position 2 predicts token 4
@@ -56,8 +61,13 @@ def test_packing_respects_token_budget(tiny_lm: torch.nn.Module) -> None:
 
 def _updater(lm: torch.nn.Module, **trainer_kwargs: object) -> PolicyUpdater:
     cfg = TrainerConfig(lr=1e-3, mini_batches=2, **trainer_kwargs)  # type: ignore[arg-type]
-    return PolicyUpdater(PolicyLogprobs(lm, chunk_tokens=32), AlgorithmConfig(eps_low=0.2, eps_high=0.28), cfg,
-                         temperature=1.0, total_steps=5)
+    return PolicyUpdater(
+        PolicyLogprobs(lm, chunk_tokens=32),
+        AlgorithmConfig(eps_low=0.2, eps_high=0.28),
+        cfg,
+        temperature=1.0,
+        total_steps=5,
+    )
 
 
 def test_update_changes_parameters_and_skips_zero_advantage_groups(tiny_lm: torch.nn.Module) -> None:
@@ -91,8 +101,13 @@ def test_recompute_reports_engine_trainer_mismatch(tiny_lm: torch.nn.Module) -> 
     for ep in (e for g in groups for e in g):
         seg = ep.segments[0]
         seg.logprobs = [lp - shift if m else 0.0 for lp, m in zip(seg.logprobs, seg.loss_mask)]  # engine off by 0.01
-    updater = PolicyUpdater(PolicyLogprobs(tiny_lm), AlgorithmConfig(old_logprobs="recompute"),
-                            TrainerConfig(lr=1e-3, mini_batches=1), temperature=1.0, total_steps=1)
+    updater = PolicyUpdater(
+        PolicyLogprobs(tiny_lm),
+        AlgorithmConfig(old_logprobs="recompute"),
+        TrainerConfig(lr=1e-3, mini_batches=1),
+        temperature=1.0,
+        total_steps=1,
+    )
     metrics = updater.update(build_rows(groups, 2, AlgorithmConfig(), 0))
     assert metrics["mismatch/abs_mean"] == pytest.approx(shift, abs=1e-4)
     assert metrics["mismatch/turn0/abs_max"] == pytest.approx(shift, abs=1e-4)

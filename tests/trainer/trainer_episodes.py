@@ -17,8 +17,17 @@ def model_logprobs(lm: torch.nn.Module, ids: list[int], temperature: float = 1.0
         return naive_token_logprobs(lm, torch.tensor([ids]), temperature)[0].tolist()
 
 
-def make_episode(lm: torch.nn.Module, *, group: int, index: int, reward: float, turns: int = 2, seed: int = 0,
-                 version: int = 0, temperature: float = 1.0) -> Episode:
+def make_episode(
+    lm: torch.nn.Module,
+    *,
+    group: int,
+    index: int,
+    reward: float,
+    turns: int = 2,
+    seed: int = 0,
+    version: int = 0,
+    temperature: float = 1.0,
+) -> Episode:
     """A multi-turn episode: prompt, then per turn sampled tokens (mask 1) and env tokens (mask 0)."""
     rng = random.Random(seed * 1000 + group * 10 + index)
     prompt = [rng.randrange(3, 2000) for _ in range(rng.randint(3, 6))]
@@ -35,17 +44,31 @@ def make_episode(lm: torch.nn.Module, *, group: int, index: int, reward: float, 
             completion += [rng.randrange(3, 2000) for _ in range(n_env)]
             mask += [0] * n_env
             turn_ids += [-1] * n_env
-    all_lp = model_logprobs(lm, prompt + completion, temperature)[len(prompt) - 1:]
+    all_lp = model_logprobs(lm, prompt + completion, temperature)[len(prompt) - 1 :]
     logprobs = [lp if m else 0.0 for lp, m in zip(all_lp, mask)]
     versions = [version if m else -1 for m in mask]
-    segment = TokenSegment(prompt_ids=prompt, completion_ids=completion, logprobs=logprobs, loss_mask=mask,
-                           turn_ids=turn_ids, versions=versions)
-    return Episode(episode_id=f"e{group}-{index}", task_id=f"t{group}", group_id=f"g{group}", segments=[segment],
-                   turns=[TurnRecord(index=k, reward=None) for k in range(turns)], status="complete",
-                   final_reward=reward)
+    segment = TokenSegment(
+        prompt_ids=prompt,
+        completion_ids=completion,
+        logprobs=logprobs,
+        loss_mask=mask,
+        turn_ids=turn_ids,
+        versions=versions,
+    )
+    return Episode(
+        episode_id=f"e{group}-{index}",
+        task_id=f"t{group}",
+        group_id=f"g{group}",
+        segments=[segment],
+        turns=[TurnRecord(index=k, reward=None) for k in range(turns)],
+        status="complete",
+        final_reward=reward,
+    )
 
 
 def make_groups(lm: torch.nn.Module, rewards: list[list[float]], **kwargs: object) -> list[list[Episode]]:
     """Groups of episodes with the given outcome rewards."""
-    return [[make_episode(lm, group=g, index=i, reward=r, **kwargs) for i, r in enumerate(rs)]  # type: ignore[arg-type]
-            for g, rs in enumerate(rewards)]
+    return [
+        [make_episode(lm, group=g, index=i, reward=r, **kwargs) for i, r in enumerate(rs)]  # type: ignore[arg-type]
+        for g, rs in enumerate(rewards)
+    ]

@@ -12,8 +12,8 @@ import inspect
 
 import torch
 
-from agentrl.engines.kv_cache import PrefixKV, SlotKVCache
-from agentrl.engines.lean_forward import LeanForward, lean_support
+from agentrl.engines.embedded.kv_cache import PrefixKV, SlotKVCache
+from agentrl.engines.embedded.lean_forward import LeanForward, lean_support
 
 
 class ModelRunner:
@@ -49,7 +49,9 @@ class ModelRunner:
         forward in one decode pass, one batched prefill of the fresh rows, one pass per extended row
         (pass fresh rows before extended ones, so the row order is the same either way)."""
         if self.lean is not None:
-            layout = self.cache.begin_step(len(last_tokens), [(kv, len(ids)) for kv, ids in new_rows], self.dtype, self.device)
+            layout = self.cache.begin_step(
+                len(last_tokens), [(kv, len(ids)) for kv, ids in new_rows], self.dtype, self.device
+            )
             flat = [*last_tokens, *(t for _, ids in new_rows for t in ids)]
             logits = self.lean.step(torch.tensor(flat, dtype=torch.long, device=self.device), layout, self.cache)
             self.cache.end_step(layout)

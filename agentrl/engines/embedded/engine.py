@@ -15,9 +15,9 @@ import torch
 
 from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import GenerateResult, LogprobSemantics, SamplingParams, VersionSpan, new_request_id
-from agentrl.engines.runner import ModelRunner
-from agentrl.engines.scheduler import Request, Scheduler
-from agentrl.engines.weights import load_safetensors_dir
+from agentrl.engines.embedded.runner import ModelRunner
+from agentrl.engines.embedded.scheduler import Request, Scheduler
+from agentrl.engines.embedded.weights import load_safetensors_dir
 from agentrl.errors import EngineError, ModelLoadError
 
 
@@ -31,7 +31,14 @@ class EmbeddedEngine:
 
     semantics = LogprobSemantics.TEMPERED_FULL_VOCAB
 
-    def __init__(self, model: torch.nn.Module, tokenizer: object, config: EngineConfig | None = None, *, model_path: str | None = None) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: object,
+        config: EngineConfig | None = None,
+        *,
+        model_path: str | None = None,
+    ) -> None:
         self.config = config or EngineConfig()
         self.tokenizer = tokenizer
         self.model_path = model_path
@@ -54,13 +61,22 @@ class EmbeddedEngine:
         self._closed = False
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, config: EngineConfig | None = None, device: str = "cpu", dtype: torch.dtype = torch.float32) -> EmbeddedEngine:
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        *,
+        config: EngineConfig | None = None,
+        device: str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> EmbeddedEngine:
         """Load a Hugging Face model directory (weights + tokenizer) onto ``device``."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         directory = Path(path)
         if not (directory / "config.json").is_file():
-            raise ModelLoadError(f"no Hugging Face model at {str(directory)!r} (config.json missing); make one with `agentrl make-model`")
+            raise ModelLoadError(
+                f"no Hugging Face model at {str(directory)!r} (config.json missing); make one with `agentrl make-model`"
+            )
         model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype).to(device)
         tokenizer = AutoTokenizer.from_pretrained(directory)
         return cls(model, tokenizer, config, model_path=str(directory))
@@ -70,13 +86,17 @@ class EmbeddedEngine:
         """The policy version new tokens are sampled from."""
         return self.scheduler.version
 
-    async def generate(self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None) -> GenerateResult:
+    async def generate(
+        self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None
+    ) -> GenerateResult:
         """Generate from ``input_ids``; an abort returns the tokens so far with ``finish_reason='abort'``."""
         rid = request_id or new_request_id()
         self._validate(input_ids, sampling)
         max_new = min(sampling.max_new_tokens, self.max_seq_len - len(input_ids))
         if max_new == 0:
-            return GenerateResult(rid, [], [], "length", [VersionSpan(self.weight_version, 0, 0)], prompt_tokens=len(input_ids))
+            return GenerateResult(
+                rid, [], [], "length", [VersionSpan(self.weight_version, 0, 0)], prompt_tokens=len(input_ids)
+            )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[GenerateResult] = loop.create_future()
         stop_ids = frozenset(sampling.stop_token_ids) | (frozenset() if sampling.ignore_eos else self.eos_ids)
@@ -95,15 +115,27 @@ class EmbeddedEngine:
         if self._closed:
             raise EngineError("the embedded engine is closed; create a new engine")
         if len(input_ids) == 0:
-            raise EngineError("input_ids is empty; send at least one prompt token (e.g. the chat template's generation prompt)")
+            raise EngineError(
+                "input_ids is empty; send at least one prompt token (e.g. the chat template's generation prompt)"
+            )
         if len(input_ids) >= self.max_seq_len:
-            raise EngineError(f"prompt of {len(input_ids)} tokens does not fit the engine's context of {self.max_seq_len} tokens (engine.max_seq_len / the model's max_position_embeddings); shorten the episode (rollout.max_episode_tokens)")
+            raise EngineError(
+                f"prompt of {len(input_ids)} tokens does not fit the engine's context of {self.max_seq_len} tokens "
+                "(engine.max_seq_len / the model's max_position_embeddings); shorten the episode "
+                "(rollout.max_episode_tokens)"
+            )
         if not all(isinstance(t, int) for t in input_ids):
             bad = next(t for t in input_ids if not isinstance(t, int))
-            raise EngineError(f"input_ids must be token ids (ints), got {type(bad).__name__} {bad!r}; pass tokenizer(...)['input_ids'], not the encoding object")
+            raise EngineError(
+                f"input_ids must be token ids (ints), got {type(bad).__name__} {bad!r}; pass "
+                "tokenizer(...)['input_ids'], not the encoding object"
+            )
         low, high = min(input_ids), max(input_ids)
         if low < 0 or high >= self.vocab_size:
-            raise EngineError(f"input_ids hold token id {low if low < 0 else high}, outside the model's vocabulary [0, {self.vocab_size}); tokenize with the model's own tokenizer")
+            raise EngineError(
+                f"input_ids hold token id {low if low < 0 else high}, outside the model's vocabulary [0, "
+                f"{self.vocab_size}); tokenize with the model's own tokenizer"
+            )
 
     async def abort(self, request_ids: list[str] | None = None) -> None:
         """Abort these requests (None: all); their ``generate`` calls return partial output."""
@@ -120,7 +152,9 @@ class EmbeddedEngine:
         elif isinstance(source, Mapping):
             state = dict(source)
         else:
-            raise EngineError(f"update_weights takes a state dict or a safetensors directory, got {type(source).__name__}")
+            raise EngineError(
+                f"update_weights takes a state dict or a safetensors directory, got {type(source).__name__}"
+            )
         done = self.scheduler.request_update(state, int(version))
         await asyncio.wrap_future(done)
 

@@ -15,8 +15,8 @@ import collections
 import threading
 from dataclasses import dataclass, field
 
-from agentrl.engines.kv_cache import PrefixKV
-from agentrl.engines.prefix_index import BLOCK, PrefixIndex, block_hashes
+from agentrl.engines.embedded.kv_cache import PrefixKV
+from agentrl.engines.embedded.prefix_index import BLOCK, PrefixIndex, block_hashes
 
 
 @dataclass(eq=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from agentrl.engines.kv_cache import SlotKVCache, StepLayout
+from agentrl.engines.embedded.kv_cache import SlotKVCache, StepLayout
 from agentrl.errors import EngineError
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
@@ -28,7 +28,9 @@ def lean_support(model: torch.nn.Module) -> str | None:
     if name not in SUPPORTED_ARCHITECTURES:
         return f"architecture {name} is not one of {SUPPORTED_ARCHITECTURES}"
     config = model.config
-    if getattr(config, "use_sliding_window", False) or any(t != "full_attention" for t in getattr(config, "layer_types", None) or []):
+    if getattr(config, "use_sliding_window", False) or any(
+        t != "full_attention" for t in getattr(config, "layer_types", None) or []
+    ):
         return "sliding-window attention layers"
     if getattr(model.model, "rotary_emb", None) is None:
         return "no model-level rotary embedding module (an older transformers layout)"
@@ -117,7 +119,9 @@ class LeanForward:
         sin_t1d = self._sin_signed.index_select(0, layout.positions).view(t, 1, dim)
         x_td = F.embedding(ids, self._embed)
         for i, lw in enumerate(self._layers):
-            qkv_thd = F.linear(_rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias).view(t, qk_heads + kv_heads, dim)
+            qkv_thd = F.linear(_rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias).view(
+                t, qk_heads + kv_heads, dim
+            )
             qk_thd = qkv_thd[:, :qk_heads]
             if self.qk_norm:
                 qk_thd = lw.norm_qk_heads(qk_thd)
@@ -126,11 +130,17 @@ class LeanForward:
             out_td = decode_out = None
             if r:  # fold each KV head's query group into the query axis, so no K/V repeat is needed
                 q = (qk_thd if not k else qk_thd[:r])[:, :heads].view(r, kv_heads, self.groups, dim)
-                out_td = decode_out = F.scaled_dot_product_attention(q, *decode_kv, attn_mask=layout.decode_mask, scale=self.scaling).view(r, heads * dim)
+                out_td = decode_out = F.scaled_dot_product_attention(
+                    q, *decode_kv, attn_mask=layout.decode_mask, scale=self.scaling
+                ).view(r, heads * dim)
             if k:
-                padded = qk_thd.new_zeros(k * layout.new_max, heads, dim).index_copy_(0, layout.pad_index, qk_thd[r:, :heads])
+                padded = qk_thd.new_zeros(k * layout.new_max, heads, dim).index_copy_(
+                    0, layout.pad_index, qk_thd[r:, :heads]
+                )
                 q = padded.view(k, layout.new_max, heads, dim).transpose(1, 2)
-                out = F.scaled_dot_product_attention(q, *new_kv, attn_mask=layout.new_mask, scale=self.scaling, enable_gqa=self.groups > 1)
+                out = F.scaled_dot_product_attention(
+                    q, *new_kv, attn_mask=layout.new_mask, scale=self.scaling, enable_gqa=self.groups > 1
+                )
                 out_td = out.transpose(1, 2).reshape(k * layout.new_max, heads * dim).index_select(0, layout.pad_index)
                 if decode_out is not None:
                     out_td = torch.cat((decode_out, out_td))
@@ -158,14 +168,20 @@ class _LayerWeights:
         self._gate_up = [mlp.gate_proj, mlp.up_proj]
         self.intermediate = int(mlp.gate_proj.weight.shape[0])
         # SiLU (every supported family's default) as a function: a module call costs more than the op
-        self.act = F.silu if type(mlp.act_fn).__name__ == "SiLUActivation" or isinstance(mlp.act_fn, torch.nn.SiLU) else mlp.act_fn
+        self.act = (
+            F.silu
+            if type(mlp.act_fn).__name__ == "SiLUActivation" or isinstance(mlp.act_fn, torch.nn.SiLU)
+            else mlp.act_fn
+        )
         self._ptrs: tuple[int, ...] = ()
         self._qk_weight_key: tuple[int, ...] = ()
         self.refresh()
 
     def _current_ptrs(self) -> tuple[int, ...]:
         modules = (*self._qkv, *self._gate_up)
-        return tuple(m.weight.data_ptr() for m in modules) + tuple(m.bias.data_ptr() for m in modules if m.bias is not None)
+        return tuple(m.weight.data_ptr() for m in modules) + tuple(
+            m.bias.data_ptr() for m in modules if m.bias is not None
+        )
 
     def refresh(self) -> None:
         """Re-fuse if any parameter no longer points into this layer's buffers; re-read the others."""
@@ -177,25 +193,39 @@ class _LayerWeights:
         layer = self._layer
         attn, mlp = layer.self_attn, layer.mlp
         self.in_norm, self.in_eps = layer.input_layernorm.weight, float(layer.input_layernorm.variance_epsilon)
-        self.post_norm, self.post_eps = layer.post_attention_layernorm.weight, float(layer.post_attention_layernorm.variance_epsilon)
+        self.post_norm, self.post_eps = (
+            layer.post_attention_layernorm.weight,
+            float(layer.post_attention_layernorm.variance_epsilon),
+        )
         self.o_weight, self.o_bias = attn.o_proj.weight, attn.o_proj.bias
         self.down_weight, self.down_bias = mlp.down_proj.weight, mlp.down_proj.bias
         self._q_norm, self._k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
         self._qk_weight_key = ()
 
     @staticmethod
-    def residual_linear(x_bd: torch.Tensor, h_bd: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def residual_linear(
+        x_bd: torch.Tensor, h_bd: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
         """``x + linear(h)`` as one addmm when there is no bias."""
         if bias is None:
             return torch.addmm(x_bd, h_bd, weight.t())
         return x_bd + F.linear(h_bd, weight, bias)
 
     def norm_qk_heads(self, qk_heads: torch.Tensor) -> torch.Tensor:
-        """Per-head RMSNorm of q heads ``[..., :heads, :]`` and k heads ``[..., heads:, :]``, each with its own weight."""
+        """Per-head RMSNorm of q heads ``[..., :heads, :]`` and k heads ``[..., heads:, :]``.
+
+        Each group of heads has its own weight.
+        """
         q_norm, k_norm = self._q_norm, self._k_norm
         if qk_heads.dtype != torch.float32 or q_norm.variance_epsilon != k_norm.variance_epsilon:
             heads = self._heads
-            return torch.cat((_rms(qk_heads[..., :heads, :], q_norm.weight, q_norm.variance_epsilon), _rms(qk_heads[..., heads:, :], k_norm.weight, k_norm.variance_epsilon)), dim=-2)
+            return torch.cat(
+                (
+                    _rms(qk_heads[..., :heads, :], q_norm.weight, q_norm.variance_epsilon),
+                    _rms(qk_heads[..., heads:, :], k_norm.weight, k_norm.variance_epsilon),
+                ),
+                dim=-2,
+            )
         return F.rms_norm(qk_heads, (qk_heads.shape[-1],), None, q_norm.variance_epsilon) * self._qk_weight()
 
     def _qk_weight(self) -> torch.Tensor:
@@ -204,7 +234,9 @@ class _LayerWeights:
         key = (q_w.data_ptr(), q_w._version, k_w.data_ptr(), k_w._version)
         if key != self._qk_weight_key:
             dim = q_w.shape[0]
-            self._qk_weight_hd = torch.cat((q_w.detach().expand(self._heads, dim), k_w.detach().expand(self._kv_heads, dim)))
+            self._qk_weight_hd = torch.cat(
+                (q_w.detach().expand(self._heads, dim), k_w.detach().expand(self._kv_heads, dim))
+            )
             self._qk_weight_key = key
         return self._qk_weight_hd
 
@@ -213,7 +245,11 @@ def _fuse_rows(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tens
     """Concatenate the linears' weights (and biases) by rows and re-point each parameter at its slice."""
     weight = torch.cat([m.weight for m in linears], dim=0)
     has_bias = [m.bias is not None for m in linears]
-    bias = torch.cat([m.bias if m.bias is not None else m.weight.new_zeros(m.weight.shape[0]) for m in linears]) if any(has_bias) else None
+    bias = (
+        torch.cat([m.bias if m.bias is not None else m.weight.new_zeros(m.weight.shape[0]) for m in linears])
+        if any(has_bias)
+        else None
+    )
     start = 0
     for m in linears:
         rows = m.weight.shape[0]

@@ -80,7 +80,9 @@ class SlotKVCache:
         return len(self.lengths)
 
     # --- the transformers Cache surface a decoder layer uses -------------------------------------
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: object, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: object, **kwargs: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Store this forward's keys/values at the write window; return the attended window."""
         if self.keys[layer_idx] is None:
             self._allocate_layer(layer_idx, key_states, value_states)
@@ -122,7 +124,9 @@ class SlotKVCache:
         self._write = self.end - suffix_len
         return prefix
 
-    def begin_step(self, decode_rows: int, new_rows: list[tuple[PrefixKV | None, int]], dtype: torch.dtype, device: torch.device) -> StepLayout:
+    def begin_step(
+        self, decode_rows: int, new_rows: list[tuple[PrefixKV | None, int]], dtype: torch.dtype, device: torch.device
+    ) -> StepLayout:
         """Lay out one mixed step: every running row decodes one token (``decode_rows`` is 0 or all of
         them) and each new row, given as (kept prefix keys/values or None, count of new tokens), is
         appended right-aligned with the rest; prefixes are copied in now."""
@@ -135,7 +139,15 @@ class SlotKVCache:
         last_col = self.end - 1 + advance  # the column every row's newest token is written to
         if not new_rows:  # the common step: decode only, nothing else to lay out
             lo = self.end - longest
-            return StepLayout(decode_rows, 0, 1, torch.tensor(self.lengths, device=device), None, decode_lo=lo, decode_mask=self.decode_mask(lo, dtype, device))
+            return StepLayout(
+                decode_rows,
+                0,
+                1,
+                torch.tensor(self.lengths, device=device),
+                None,
+                decode_lo=lo,
+                decode_mask=self.decode_mask(lo, dtype, device),
+            )
         decode: dict[str, object] = {}
         if decode_rows:
             lo = self.end - longest
@@ -161,11 +173,24 @@ class SlotKVCache:
         def as_tensor(values: list[int]) -> torch.Tensor:
             return torch.tensor(values, device=device)
 
-        return StepLayout(decode_rows, len(new_rows), advance, as_tensor(positions), as_tensor(logit_index), **decode,
-                          new_lo=new_lo, new_max=new_max, new_mask=new_mask, pad_index=as_tensor(pad_index),
-                          new_rows_index=as_tensor(rows_index), new_cols_index=as_tensor(cols_index))
+        return StepLayout(
+            decode_rows,
+            len(new_rows),
+            advance,
+            as_tensor(positions),
+            as_tensor(logit_index),
+            **decode,
+            new_lo=new_lo,
+            new_max=new_max,
+            new_mask=new_mask,
+            pad_index=as_tensor(pad_index),
+            new_rows_index=as_tensor(rows_index),
+            new_cols_index=as_tensor(cols_index),
+        )
 
-    def write_step(self, layer: int, layout: StepLayout, keys: torch.Tensor, values: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, tuple[torch.Tensor, torch.Tensor] | None]:
+    def write_step(
+        self, layer: int, layout: StepLayout, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, tuple[torch.Tensor, torch.Tensor] | None]:
         """Store the step's flat keys/values ``[tokens, kv_heads, head_dim]``; return the decode window
         ``[R, kv_heads, cols, head_dim]`` and the new rows' window (None for an absent part)."""
         if self.keys[layer] is None:
@@ -181,7 +206,10 @@ class SlotKVCache:
             k_buf[layout.new_rows_index, :, layout.new_cols_index] = keys[r:]
             v_buf[layout.new_rows_index, :, layout.new_cols_index] = values[r:]
             first = self.num_rows - layout.new_rows
-            new = (k_buf[first : self.num_rows, :, layout.new_lo : col + 1], v_buf[first : self.num_rows, :, layout.new_lo : col + 1])
+            new = (
+                k_buf[first : self.num_rows, :, layout.new_lo : col + 1],
+                v_buf[first : self.num_rows, :, layout.new_lo : col + 1],
+            )
         return decode, new
 
     def end_step(self, layout: StepLayout) -> None:
@@ -199,7 +227,9 @@ class SlotKVCache:
             self.values[layer][row, :, start : start + length] = values
 
     @staticmethod
-    def _new_rows_mask(totals: list[int], news: list[int], new_max: int, width: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    def _new_rows_mask(
+        totals: list[int], news: list[int], new_max: int, width: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
         """``[k, 1, new_max, width]``: new token j of row i sees the row's prefix and its own tokens up to j;
         padding slots (j >= the row's count) see the row's first column only (no empty softmax row)."""
         totals_k1 = torch.tensor(totals, device=device)[:, None]
@@ -214,10 +244,17 @@ class SlotKVCache:
         return _additive(valid, dtype)[:, None]
 
     def row_kv(self, row: int, length: int | None = None) -> PrefixKV:
-        """Copies of ``row``'s first ``length`` (default: all) cached keys/values, ``[kv_heads, length, head_dim]`` per layer."""
+        """Copies of ``row``'s first ``length`` (default: all) cached keys/values.
+
+        One ``[kv_heads, length, head_dim]`` tensor pair per layer.
+        """
         lo = self.end - self.lengths[row]
         hi = self.end if length is None else lo + min(length, self.lengths[row])
-        return [(k[row, :, lo:hi].clone(), v[row, :, lo:hi].clone()) for k, v in zip(self.keys, self.values) if k is not None]
+        return [
+            (k[row, :, lo:hi].clone(), v[row, :, lo:hi].clone())
+            for k, v in zip(self.keys, self.values)
+            if k is not None
+        ]
 
     def begin_decode(self) -> int:
         """Open a one-token window over all rows; returns ``lo``, the window's first column."""
@@ -267,7 +304,9 @@ class SlotKVCache:
             mask = self._decode_mask_cols = _additive(cols[None, :] >= starts[:, None], dtype)
         return mask[:, None, None, lo : self.end + 1]
 
-    def prefill_mask(self, prompt_lengths: list[int], padded: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    def prefill_mask(
+        self, prompt_lengths: list[int], padded: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
         """Additive causal mask ``[k, 1, padded, padded]`` that hides each prompt's left padding."""
         idx = torch.arange(padded, device=device)
         causal = idx[None, :] <= idx[:, None]
@@ -293,7 +332,9 @@ class SlotKVCache:
     def _ensure(self, rows: int, window: int, extra: int) -> None:
         """Make room for ``rows`` rows, ``window`` columns before ``end`` and ``extra`` after it."""
         if window + extra > self.max_cols:
-            raise EngineError(f"KV window of {window + extra} tokens exceeds max_seq_len={self.max_cols}; raise engine.max_seq_len")
+            raise EngineError(
+                f"KV window of {window + extra} tokens exceeds max_seq_len={self.max_cols}; raise engine.max_seq_len"
+            )
         live_lo = self.end - max(self.lengths, default=0)
         needs_cols = self.end < window or self.end + extra > self.cols_cap
         if rows <= self.rows_cap and not needs_cols:

@@ -18,12 +18,12 @@ from typing import Literal
 import torch
 
 from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
-from agentrl.engines.kv_cache import PrefixKV
-from agentrl.engines.prefix_cache import PrefixCache, PrefixEntry
-from agentrl.engines.prefix_index import BLOCK, PrefixIndex, block_hashes
-from agentrl.engines.runner import ModelRunner
-from agentrl.engines.sampling import RowSampling, SamplingPlan, sample_tokens
-from agentrl.engines.weights import copy_state_dict
+from agentrl.engines.embedded.kv_cache import PrefixKV
+from agentrl.engines.embedded.prefix_cache import PrefixCache, PrefixEntry
+from agentrl.engines.embedded.prefix_index import BLOCK, PrefixIndex, block_hashes
+from agentrl.engines.embedded.runner import ModelRunner
+from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
+from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineError
 
 QUEUED_ABORT_MESSAGE = "Abort in waiting queue"  # SGLang 0.5.x's reply text for a queued abort
@@ -70,7 +70,18 @@ class _WeightUpdate:
 class Scheduler:
     """Owns the ModelRunner; every public method is safe to call from any thread."""
 
-    def __init__(self, runner: ModelRunner, tokenizer: object, *, max_batch: int, max_prefill_tokens: int, seed: int, weight_update: Literal["finish_old", "abort"], prefix_cache_tokens: int = 0, share_prefixes: bool = True) -> None:
+    def __init__(
+        self,
+        runner: ModelRunner,
+        tokenizer: object,
+        *,
+        max_batch: int,
+        max_prefill_tokens: int,
+        seed: int,
+        weight_update: Literal["finish_old", "abort"],
+        prefix_cache_tokens: int = 0,
+        share_prefixes: bool = True,
+    ) -> None:
         self.runner = runner
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
         self.share_prefixes = share_prefixes
@@ -101,7 +112,9 @@ class Scheduler:
             if self._closed:
                 raise EngineError("the embedded engine is closed; create a new engine")
             if req.rid in self._by_id:
-                raise EngineError(f"request id {req.rid!r} is already in flight; use agentrl.engines.base.new_request_id()")
+                raise EngineError(
+                    f"request id {req.rid!r} is already in flight; use agentrl.engines.base.new_request_id()"
+                )
             self._by_id[req.rid] = req
             self._waiting.append(req)
             self._cond.notify()
@@ -204,7 +217,9 @@ class Scheduler:
         """The best kept entry and the best running request for ``req``'s prompt, each with the length of
         the head it holds, capped at every prompt token but the last (whose logits start the reply)."""
         limit = len(req.input_ids) - 1
-        entry, from_entry = self.prefix_cache.longest(req.input_ids, req.hashes) if self.prefix_cache.enabled else (None, 0)
+        entry, from_entry = (
+            self.prefix_cache.longest(req.input_ids, req.hashes) if self.prefix_cache.enabled else (None, 0)
+        )
         twin, from_twin = self._live.longest(req.input_ids, req.hashes) if self.share_prefixes else (None, 0)
         return entry, min(from_entry, limit), twin, min(from_twin, limit)
 
@@ -251,7 +266,9 @@ class Scheduler:
             (fresh if kv is None else extended).append((req, kv))
         joining = fresh + extended
         running = list(self._running)
-        logits = self.runner.step([r.output_ids[-1] for r in running], [(kv, r.input_ids[r.cached_tokens :]) for r, kv in joining])
+        logits = self.runner.step(
+            [r.output_ids[-1] for r in running], [(kv, r.input_ids[r.cached_tokens :]) for r, kv in joining]
+        )
         self.forwards += 1
         parts: list[tuple[torch.Tensor, int, list[Request], SamplingPlan]] = []
         if running:
@@ -335,11 +352,15 @@ class Scheduler:
         if self._update is not None:
             self._update.done.set_exception(EngineError("engine closed before the weight update was applied"))
 
-    def _finish(self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None) -> None:
+    def _finish(
+        self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None
+    ) -> None:
         with self._cond:
             self._finish_locked(req, reason, matched=matched, message=message)
 
-    def _finish_locked(self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None) -> None:
+    def _finish_locked(
+        self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None
+    ) -> None:
         self._by_id.pop(req.rid, None)
         extra: dict[str, object] = {"message": message} if message else {}
         result = GenerateResult(

@@ -16,7 +16,7 @@ from aiohttp import web
 
 import agentrl
 from agentrl.engines.base import GenerateResult, new_request_id
-from agentrl.engines.embedded import EmbeddedEngine
+from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.engines.sglang_wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
 from agentrl.engines.tensor_wire import deserialize_named_tensors
 from agentrl.errors import EngineError
@@ -28,20 +28,22 @@ def create_app(engine: EmbeddedEngine) -> web.Application:
     """An aiohttp application serving ``engine``; the caller owns the engine's lifetime."""
     app = web.Application(client_max_size=64 * 1024**2)
     app[ENGINE_KEY] = engine
-    app.add_routes([
-        web.post("/generate", _generate),
-        web.put("/generate", _generate),
-        web.post("/abort_request", _abort),
-        web.post("/update_weights_from_disk", _update_from_disk),
-        web.post("/update_weights_from_tensor", _update_from_tensor),
-        web.route("*", "/flush_cache", _flush_cache),
-        web.get("/health", _health),
-        web.get("/health_generate", _health),
-        web.get("/model_info", _model_info),
-        web.get("/get_model_info", _model_info),
-        web.get("/server_info", _server_info),
-        web.get("/get_server_info", _server_info),
-    ])
+    app.add_routes(
+        [
+            web.post("/generate", _generate),
+            web.put("/generate", _generate),
+            web.post("/abort_request", _abort),
+            web.post("/update_weights_from_disk", _update_from_disk),
+            web.post("/update_weights_from_tensor", _update_from_tensor),
+            web.route("*", "/flush_cache", _flush_cache),
+            web.get("/health", _health),
+            web.get("/health_generate", _health),
+            web.get("/model_info", _model_info),
+            web.get("/get_model_info", _model_info),
+            web.get("/server_info", _server_info),
+            web.get("/get_server_info", _server_info),
+        ]
+    )
     return app
 
 
@@ -94,7 +96,10 @@ async def _generate(request: web.Request) -> web.Response:
         if body.get("stream"):
             raise EngineError("stream=true is not supported by agentrl serve; send a non-streaming request")
         batch, prompts = _as_batch(body, engine)
-        params = [sampling_from_json(p) for p in _per_item(body.get("sampling_params"), len(prompts), "sampling_params", batch)]
+        params = [
+            sampling_from_json(p)
+            for p in _per_item(body.get("sampling_params"), len(prompts), "sampling_params", batch)
+        ]
         rids = body.get("rid")
         rids = _per_item(rids, len(prompts), "rid", batch) if rids is not None else [new_request_id() for _ in prompts]
         if batch and len(set(rids)) != len(rids):
@@ -165,7 +170,9 @@ async def _update(request: web.Request, source_key: str) -> web.Response:
         await engine.update_weights(source, version)
     except EngineError as exc:
         return web.json_response({"success": False, "message": str(exc), "num_paused_requests": 0}, status=400)
-    return web.json_response({"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
+    return web.json_response(
+        {"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0}
+    )
 
 
 async def _flush_cache(request: web.Request) -> web.Response:
@@ -183,30 +190,34 @@ async def _health(request: web.Request) -> web.Response:
 
 async def _model_info(request: web.Request) -> web.Response:
     engine = request.app[ENGINE_KEY]
-    return web.json_response({
-        "model_path": engine.model_path,
-        "tokenizer_path": engine.model_path,
-        "served_model_name": engine.model_path,
-        "is_generation": True,
-        "preferred_sampling_params": None,
-        "weight_version": version_to_wire(engine.weight_version),
-        "load_format": "auto",
-    })
+    return web.json_response(
+        {
+            "model_path": engine.model_path,
+            "tokenizer_path": engine.model_path,
+            "served_model_name": engine.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": version_to_wire(engine.weight_version),
+            "load_format": "auto",
+        }
+    )
 
 
 async def _server_info(request: web.Request) -> web.Response:
     engine = request.app[ENGINE_KEY]
-    return web.json_response({
-        "version": f"agentrl-{getattr(agentrl, '__version__', '0')}",
-        "engine": "agentrl-embedded",
-        "model_path": engine.model_path,
-        "context_length": engine.max_seq_len,
-        "max_running_requests": engine.config.max_batch_size,
-        "logprob_semantics": engine.semantics.value,
-        "return_original_logprob": False,
-        "weight_version": version_to_wire(engine.weight_version),
-        "internal_states": [engine.load()],
-    })
+    return web.json_response(
+        {
+            "version": f"agentrl-{getattr(agentrl, '__version__', '0')}",
+            "engine": "agentrl-embedded",
+            "model_path": engine.model_path,
+            "context_length": engine.max_seq_len,
+            "max_running_requests": engine.config.max_batch_size,
+            "logprob_semantics": engine.semantics.value,
+            "return_original_logprob": False,
+            "weight_version": version_to_wire(engine.weight_version),
+            "internal_states": [engine.load()],
+        }
+    )
 
 
 def make_runner(engine: EmbeddedEngine) -> web.AppRunner:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-
 _FLAT_CDF_MAX_VOCAB = 16384  # measured crossover on CPU: below it one flat cumsum beats the two-level search
 
 
@@ -35,7 +34,9 @@ class SamplingPlan:
         greedy = [r.temperature < 1e-6 for r in rows]
         temps = [1.0 if g else r.temperature for r, g in zip(rows, greedy)]
         # one temperature (the RL case): a scalar divide, same numbers as the per-row one
-        self.temperature: float | torch.Tensor = temps[0] if all(t == temps[0] for t in temps) else torch.tensor(temps, device=device)[:, None]
+        self.temperature: float | torch.Tensor = (
+            temps[0] if all(t == temps[0] for t in temps) else torch.tensor(temps, device=device)[:, None]
+        )
         self.greedy_b: torch.Tensor | None = torch.tensor(greedy, device=device) if any(greedy) else None
         self.rows = rows
         self.filtered = any(0 < r.top_k or r.top_p < 1.0 for r in rows)
@@ -43,7 +44,9 @@ class SamplingPlan:
         self.size = len(rows)
 
 
-def sample_tokens(logits_bv: torch.Tensor, rows: list[RowSampling] | SamplingPlan, default_gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_tokens(
+    logits_bv: torch.Tensor, rows: list[RowSampling] | SamplingPlan, default_gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row; returns (token ids ``[B]``, their float32 logprobs ``[B]``).
 
     The logprob is ``log(softmax(logits / T)[token])``, SGLang's own computation (SGLANG.md §3); a token

@@ -23,7 +23,10 @@ def load_safetensors_dir(path: str | Path) -> dict[str, torch.Tensor]:
     directory = Path(path)
     files = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
     if not files:
-        raise EngineError(f"no *.safetensors files in weights directory {str(directory)!r}; save the model there with save_pretrained(dir, safe_serialization=True)")
+        raise EngineError(
+            f"no *.safetensors files in weights directory {str(directory)!r}; save the model there with "
+            "save_pretrained(dir, safe_serialization=True)"
+        )
     state: dict[str, torch.Tensor] = {}
     for file in files:
         state.update(load_file(str(file)))
@@ -50,22 +53,28 @@ def copy_state_dict(model: torch.nn.Module, source: Mapping[str, torch.Tensor]) 
     targets = model.state_dict()
     unknown = [name for name in source if _canonical(name) not in targets]
     if unknown:
-        raise EngineError(f"weight update has {len(unknown)} tensor(s) the engine's model lacks, e.g. {unknown[:3]}; send the state dict of the same architecture")
+        raise EngineError(
+            f"weight update has {len(unknown)} tensor(s) the engine's model lacks, e.g. {unknown[:3]}; send the state "
+            "dict of the same architecture"
+        )
     pairs = []
     for name, tensor in source.items():  # validate everything first: a refused update changes nothing
         target = targets[_canonical(name)]
         value = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor  # FSDP2 DTensor
         if tuple(value.shape) != tuple(target.shape):
-            raise EngineError(f"weight {name!r} has shape {tuple(value.shape)}, the engine expects {tuple(target.shape)}")
+            raise EngineError(
+                f"weight {name!r} has shape {tuple(value.shape)}, the engine expects {tuple(target.shape)}"
+            )
         pairs.append((target, value))
     covered = {target.data_ptr() for target, _ in pairs}
     # parameters must be covered; buffers (rotary tables, ...) may keep their values
     param_names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
     missing = [n for n, t in targets.items() if t.data_ptr() not in covered and n in param_names]
     if missing:
-        raise EngineError(f"weight update misses {len(missing)} model tensor(s), e.g. {missing[:3]}; send the full state dict")
+        raise EngineError(
+            f"weight update misses {len(missing)} model tensor(s), e.g. {missing[:3]}; send the full state dict"
+        )
     with torch.no_grad():
         for target, value in pairs:
             target.copy_(value)
     return len(pairs)
-
