@@ -1,5 +1,6 @@
-"""SGLang wire format: recorded SGLang 0.5.x /generate reply bodies (written from shared/SGLANG.md §1.2)
-parsed by the client, and sampling_params / server_info checks."""
+"""SGLang wire format: hand-written /generate reply bodies shaped after SGLang 0.5.x (shared/SGLANG.md §1.2;
+not captured from a running server, which cannot run on these CPUs) parsed by the client, and sampling_params /
+server_info checks."""
 
 from __future__ import annotations
 

@@ -80,7 +80,9 @@ def test_update_changes_parameters_and_skips_zero_advantage_groups(tiny_lm: torc
     assert metrics["train/optimizer_steps"] == 2.0
     # on-policy logprobs at mini-batch 0: |log s| is float noise only
     assert metrics["train/mb0_abs_log_s_max"] < 1e-5
-    assert metrics["train/clip_frac_seq"] == 0.0 or metrics["train/clip_frac_seq"] <= 0.5
+    # 4 rows are trained, 2 per mini-batch; mini-batch 0 is on-policy (|log s| < 1e-5, far inside the
+    # 3e-4 band), so at most mini-batch 1's 2 rows can be clipped: the fraction is 0, 0.25 or 0.5.
+    assert metrics["train/clip_frac_seq"] in (0.0, 0.25, 0.5)
     changed = [k for k, v in tiny_lm.state_dict().items() if not torch.equal(v, before[k])]
     assert changed
 
