@@ -251,6 +251,7 @@ class RolloutOrchestrator:
                     == "restart"
                 ):
                     env = runner.env or await self._acquire_env()
+                    self._ctx.metrics.stale_discarded_tokens += sum(s.num_sampled for s in runner.episode.segments)
                     group.runners[slot] = EpisodeRunner(
                         self._new_episode(group.task_id, group.group_id), env, self._ctx
                     )

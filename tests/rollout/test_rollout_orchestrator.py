@@ -192,12 +192,15 @@ def test_staleness_policies(policy: str, make_engine: Callable[[], Any], tiny_to
         finals = [e for g in batch.groups for e in g]
         if policy == "drop":
             assert batch.metrics["rollout/episodes_restarted"] == 4
+            # every token the stale partials had sampled was thrown away, and is counted
+            assert batch.metrics["rollout/stale_discarded_tokens"] == sum(e.segment.num_sampled for e in stored) > 0
             assert not {e.episode_id for e in finals} & {e.episode_id for e in stored}
             assert all(e.min_version == 3 for e in finals) and {e.group_id for e in finals} == {
                 e.group_id for e in stored
             }
         else:
             assert batch.metrics["rollout/episodes_restarted"] == 0 and batch.metrics["rollout/staleness_3"] == 4
+            assert batch.metrics["rollout/stale_discarded_tokens"] == 0
             assert all(e.min_version == 0 for e in finals)
         await orch.close()
         await engine.close()
