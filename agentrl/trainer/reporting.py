@@ -19,12 +19,13 @@ METRICS_FILE = "metrics.jsonl"
 
 
 def progress_line(step: int, total: int, m: dict[str, float]) -> str:
-    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) 412 tok/s'."""
+    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 0% 412 tok/s'."""
     return (
         f"step {step}/{total} reward {m.get('episode/reward_mean', 0.0):.2f} "
         f"solved {100 * m.get('episode/success_rate', 0.0):.0f}% "
         f"clip {100 * m.get('train/clip_frac_seq', 0.0):.1f}% |log s| {m.get('train/abs_log_s_mean', 0.0):.0e} "
         f"partial {m.get('rollout/groups_carried', 0.0):.0f} (<={m.get('rollout/staleness_max', 0.0):.0f} behind) "
+        f"dropped {100 * m.get('rollout/drop_rate', 0.0):.0f}% "
         f"{m.get('perf/tokens_per_s', 0.0):.0f} tok/s"
     )
 
