@@ -14,7 +14,7 @@ from agentrl.errors import ConfigError, PreflightError, did_you_mean
 from envs.code_exec.actions import CodeAction, parse_action
 from envs.code_exec.config import CodeExecConfig
 from envs.code_exec.grading import grade
-from envs.code_exec.sandboxing import check_settings, open_sandbox, shorten
+from envs.code_exec.sandboxing import open_sandbox, shorten
 from envs.code_exec.tasks import CodingTask, load_tasks
 
 
@@ -47,7 +47,6 @@ class CodeExecEnv(MultiTurnEnv):
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = CodeExecConfig(**kwargs)
-        check_settings(self.config.sandbox)
         self.max_turns = self.config.max_turns
         self.tools = (run_python, submit) if self.config.expose_tools else ()
         self._tasks = load_tasks(
