@@ -129,3 +129,37 @@ def checked_step(env: Any, value: Any) -> StepReturn:
     if problem is not None:
         raise _fail(env, "step", problem, STEP_SHAPE)
     return StepReturn([dict(m) for m in messages], float(reward), bool(terminated), bool(truncated), dict(info))
+
+
+CANNED_ACTION = "I am not sure yet."  # any text is a valid action: envs must never raise on model text
+
+
+def probe_turn(env: Any, task_id: str, seed: int | None) -> str:
+    """Reset ``env`` on ``task_id`` and step it once with ``CANNED_ACTION``, checking both returns.
+
+    What ``agentrl train --dry-run`` runs, so a broken env fails in seconds, not silently mid-run.
+    Returns a one-line summary; raises EnvContractError (a raise in reset or step included).
+    """
+    name = type(getattr(env, "unwrapped", env)).__name__
+    try:
+        messages, _ = checked_reset(env, env.reset(seed=seed, options={"task_id": task_id}))
+    except EnvContractError:
+        raise
+    except Exception as exc:
+        raise EnvContractError(
+            f"{name}.reset(seed={seed}, options={{'task_id': {task_id!r}}}) raised {type(exc).__name__}: {exc}; "
+            f"reset must return {RESET_SHAPE}"
+        ) from exc
+    try:
+        result = checked_step(env, env.step(CANNED_ACTION))
+    except EnvContractError:
+        raise
+    except Exception as exc:
+        raise EnvContractError(
+            f"{name}.step({CANNED_ACTION!r}) raised {type(exc).__name__}: {exc}; step must return {STEP_SHAPE} for any "
+            "text (answer malformed output with a message and a reward, never an exception)"
+        ) from exc
+    return (
+        f"one turn of task {task_id!r}: reset gave {len(messages)} message(s); step({CANNED_ACTION!r}) gave "
+        f"{len(result.messages)} message(s), reward {result.reward:g}, terminated {result.terminated}"
+    )

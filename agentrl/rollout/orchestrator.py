@@ -11,6 +11,7 @@ import asyncio
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -89,13 +90,24 @@ class RolloutOrchestrator:
         """The chat assembler episodes are rendered with."""
         return self._ctx.assembler
 
+    async def load(self) -> str:
+        """Load the groups the buffer carries (else the first step does); a line saying what was restored."""
+        if not self._loaded:
+            await self._load_from_buffer()
+            self._loaded = True
+        states = Counter(g.state for g in self._groups)
+        methods = Counter(method for _, method, _ in self.restore_log)
+        return (
+            f"{len(self._groups)} groups carried ({states['ready']} complete, {states['inflight']} in flight); "
+            f"{len(self.restore_log)} partial episodes restored ({methods['replay']} by replay, {methods['snapshot']} "
+            f"from a snapshot, {methods['restart']} restarted)"
+        )
+
     async def collect_step(self, step: int) -> StepBatch:
         """Run episodes until B groups are complete; abort and keep the rest (partial rollouts)."""
         started = time.perf_counter()
         metrics = self._ctx.metrics = RolloutMetrics()
-        if not self._loaded:
-            await self._load_from_buffer()
-            self._loaded = True
+        await self.load()
         await self._admit_carried()
         dropped: list[GroupRun] = []
         await self._run_until_ready(dropped)

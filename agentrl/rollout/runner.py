@@ -23,6 +23,7 @@ from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
 from agentrl.env import MultiTurnEnv
 from agentrl.env_contract import checked_reset, checked_step
+from agentrl.errors import EnvContractError
 from agentrl.ledger import TokenLedger
 from agentrl.rollout.metrics import RolloutMetrics
 from agentrl.rollout.replay import as_recorded
@@ -53,6 +54,7 @@ class EpisodeRunner:
         self.stop_requested = False
         self.request_id: str | None = None
         self.failure_source: str | None = None  # "env", "engine" or "ledger" when the episode failed
+        self.env_method = ""  # the env method called last: a failure names it
         # The env's cap on the next reply (info max_new_tokens of reset or the last step); the open turn's
         # record keeps it in its own field, so a reply resumed in another job keeps its budget.
         self.turn_cap: int | None = None
@@ -92,12 +94,15 @@ class EpisodeRunner:
         source = self.failure_source or "env"
         self.failure_source = source
         self.episode.status = "failed"
-        self.episode.error = f"{source}: {type(exc).__name__}: {exc}"
+        where = ""
+        if source == "env" and self.env_method and not isinstance(exc, EnvContractError):  # that one names it
+            where = f"{type(self.env).__name__}.{self.env_method} raised "
+        self.episode.error = f"{source}: {where}{type(exc).__name__}: {exc}"
         self.ctx.metrics.failed += 1
 
     async def _call_env(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call env.<name>: its async variant ``a<name>`` when present, else in the thread pool."""
-        self.failure_source = "env"
+        self.failure_source, self.env_method = "env", name
         started = time.perf_counter()
         try:
             async_fn = getattr(self.env, f"a{name}", None)
@@ -188,6 +193,7 @@ class EpisodeRunner:
         turn.info = info
         self.ctx.metrics.sandbox_time_s += float(info.get("sandbox_time_s", 0.0) or 0.0)
         self._take_cap(info)
+        self.env_method = "snapshot"
         snapshot = self.env.snapshot() if self.env is not None else None
         self.episode.env_snapshot = as_recorded(snapshot) if snapshot is not None else None
         components = info.get("reward_components")

@@ -255,6 +255,9 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
     before: dict[str, float] = {}
     after: dict[str, float] = {}
     try:
+        if dist.is_main and session.start_step:
+            carried = await session.orchestrator.load()
+            print(f"[train] resumed {run_dir} from checkpoint step {session.start_step}: {carried}", flush=True)
         if dist.is_main and session.start_step == 0:
             before = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "before")
             if before:

@@ -30,6 +30,18 @@ def progress_line(step: int, total: int, m: dict[str, float]) -> str:
     )
 
 
+def step_notes(step: int, m: dict[str, float]) -> list[str]:
+    """Console lines for a step that did something the metrics alone would hide (e.g. trained nothing)."""
+    notes = []
+    if m.get("train/optimizer_steps", 1.0) == 0:
+        notes.append(
+            f"step {step}: nothing was trained (0 optimizer steps): every row had zero advantage "
+            f"({m.get('episode/groups_all_equal', 0.0):.0f} groups had equal rewards, which carry no signal); use "
+            "tasks the policy sometimes solves, a larger rollout.group_size or a higher rollout.temperature"
+        )
+    return notes
+
+
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """Every step record of ``metrics.jsonl`` (empty when absent); a torn last line is ignored."""
     path = run_dir / METRICS_FILE
@@ -103,6 +115,11 @@ class RunReporter:
         if not self.enabled:
             return
         self.log_extra(step, metrics)
+        for note in step_notes(step, metrics):
+            if self._progress is not None:  # printed above the live bar
+                self._progress.console.print(f"[train] {note}", markup=False, highlight=False)
+            else:
+                print(f"[train] {note}", flush=True)
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
         if step % self.cfg.plot_every == 0 or step == self.total:

@@ -64,7 +64,7 @@ def _collect(make_engine: Callable[[], Any], tokenizer: Any, env: Callable[[], A
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
-        (StepRaises, r"env: KeyError: 'answer'"),
+        (StepRaises, r"env: StepRaises\.step raised KeyError: 'answer'"),
         (
             StrObservation,
             r"StrObservation\.reset broke the env contract: the observation is 'What is 2 \+ 2\?' \(a str\)",
