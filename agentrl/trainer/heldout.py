@@ -11,13 +11,12 @@ from typing import Any
 
 from agentrl.config.run import RunConfig
 from agentrl.evaluation import EvalReport, evaluate
+from agentrl.rollout.stack import eval_plan
 from agentrl.trainer.seeding import SeededEngine
 
 
 async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str) -> EvalReport:
     """pass@1 of ``engine`` on ``split`` of the run's env (greedy when ``eval.temperature`` is 0)."""
-    from agentrl.rollout.stack import eval_plan
-
     plan = eval_plan(
         cfg, samples=cfg.eval.samples, split=split, temperature=cfg.eval.temperature, max_tasks=cfg.eval.max_tasks
     )

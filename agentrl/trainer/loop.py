@@ -20,6 +20,7 @@ import torch
 from agentrl.config.run import RunConfig
 from agentrl.errors import CheckpointError
 from agentrl.rollout.archive import TrajectoryArchive
+from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 from agentrl.rundir import new_run_dir
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.checkpoint import (
@@ -98,8 +99,6 @@ def _load_policy(cfg: RunConfig, model_dir: Path | str, dist: DistInfo) -> tuple
 
 async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: bool) -> Session:
     """Validate, then load model, engine, env, dataset, buffer, orchestrator and reporter."""
-    from agentrl.rollout.stack import load_run_tokenizer
-
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     ckpt = latest_checkpoint(run_dir) if resume else None
     if resume and ckpt is None:
@@ -144,8 +143,6 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
 
 
 def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, Any]:
-    from agentrl.rollout.stack import build_rollout_stack
-
     def prepare(engine: Any) -> Any:
         check_engine_logprobs(engine.semantics, cfg)
         if cfg.trainer.deterministic:  # engine RNG state is not checkpointable: seed each request by its content

@@ -57,3 +57,9 @@ def test_the_info_table_lists_every_key_of_env_info() -> None:
     table = text[start : text.index("\n## ", start + 1)]
     rows: dict[str, Any] = {m.group(1): m for m in re.finditer(r"^\| `(\w+)` \|", table, flags=re.M)}
     assert set(EnvInfo.__annotations__) <= set(rows), sorted(set(EnvInfo.__annotations__) - set(rows))
+
+
+def test_the_sandbox_api_is_linked_from_the_tutorial() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)]*sandboxes/README\.md)\)", text)
+    assert links and all((DOC.parent / link).resolve().is_file() for link in links), links
