@@ -35,6 +35,7 @@ def _clean_env() -> dict[str, str]:
     return {**env, "PATH": f"{AGENTRL.parent}{os.pathsep}{env.get('PATH', '')}"}
 
 
+@pytest.mark.slow
 def test_the_agentrl_command_finds_the_tutorial_env_in_the_working_directory(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:

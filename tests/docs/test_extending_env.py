@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "extending.md"
 AGENTRL = Path(sys.executable).parent / "agentrl"  # the console script a user runs
@@ -31,6 +33,7 @@ def _agentrl(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(AGENTRL), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_adding_an_environment_walkthrough_runs_as_written(tiny_model_dir: Path, tmp_path: Path) -> None:
     text = section(DOC.read_text(encoding="utf-8"), "Adding an environment")
     [env_file], [config], outputs = blocks(text, "python"), blocks(text, "yaml"), blocks(text, "text")

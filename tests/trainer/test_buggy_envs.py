@@ -103,6 +103,7 @@ def test_the_dry_run_runs_one_real_turn_and_catches_it(
     assert in_dry_run in str(caught.value)
 
 
+@pytest.mark.slow
 def test_the_dry_run_command_fails_on_a_buggy_env_and_passes_its_healthy_twin(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
