@@ -8,39 +8,51 @@ are deterministic given (seed, options, actions) can be restored mid-episode by 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, SupportsFloat
+from typing import Any, ClassVar, SupportsFloat, TypedDict
 
 import gymnasium as gym
 from pydantic import BaseModel
 
 from agentrl.errors import RolloutError
+from agentrl.messages import Message, assistant, system, tool, user
 from agentrl.spaces import MessageList, UnicodeText
+from agentrl.tools import as_tool
 
-Message = dict[str, Any]
+__all__ = [
+    "EnvInfo",
+    "Message",
+    "MultiTurnEnv",
+    "StepResult",
+    "assistant",
+    "restore_env",
+    "system",
+    "tool",
+    "user",
+]
+
 StepResult = tuple[list[Message], SupportsFloat, bool, bool, dict[str, Any]]
 
 
-def system(content: str) -> Message:
-    """A system chat message."""
-    return {"role": "system", "content": content}
+class EnvInfo(TypedDict, total=False):
+    """Every key of ``reset``/``step`` info that agentrl reads; all are optional, other keys are only recorded.
 
+    The info dict of each step is stored on the turn record (``agentrl inspect`` shows it) after a
+    JSON round trip; ``agentrl.env_contract`` checks the types of these keys where info enters the
+    rollout, and ``docs/writing-an-environment.md`` lists them.
+    """
 
-def user(content: str) -> Message:
-    """A user chat message."""
-    return {"role": "user", "content": content}
-
-
-def assistant(content: str) -> Message:
-    """An assistant chat message."""
-    return {"role": "assistant", "content": content}
-
-
-def tool(content: str, name: str | None = None) -> Message:
-    """A tool-result chat message."""
-    message: Message = {"role": "tool", "content": content}
-    if name is not None:
-        message["name"] = name
-    return message
+    success: bool
+    """Step that ends the episode: the task was solved. Drives pass@k (``agentrl eval``, held-out eval) and
+    ``episode/success_rate``; absent, an episode succeeds when its final reward is at least 1."""
+    reward_components: dict[str, float]
+    """Step: named parts of the reward, logged as ``episode/reward_<name>``; the latest step's dict is the
+    episode's."""
+    final_reward: float
+    """Step that ends the episode: the episode's outcome reward when it is not the sum of the turn rewards."""
+    max_new_tokens: int
+    """Reset or step: most tokens of the next assistant reply (never more than ``rollout.max_new_tokens``)."""
+    sandbox_time_s: float
+    """Step: seconds this turn spent in a sandbox, summed into ``rollout/sandbox_time_s``."""
 
 
 class MultiTurnEnv(gym.Env[list[Message], str]):
@@ -48,6 +60,8 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
 
     * action: the assistant's text for one turn (``str``, any Unicode);
     * observation: the list of new chat messages (``{"role", "content"}`` dicts) the env adds;
+    * info (of ``reset`` and ``step``): a JSON-able dict; the keys agentrl reads are those of ``EnvInfo``,
+      the rest is recorded on the turn for inspection;
     * ``reset(seed=..., options={"task_id": ...})`` starts the task ``task_id`` when the env has
       a task set (``task_ids()``); call ``super().reset(seed=seed)`` first to seed ``np_random``;
     * ``max_turns``: the rollout stops the episode (truncated) after this many assistant turns;
@@ -83,8 +97,6 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """JSON schemas (OpenAI/Qwen function format) of ``tools``, for the chat template."""
-        from agentrl.tools import as_tool  # lazy: agentrl.tools builds on this module's helpers
-
         return [as_tool(fn).schema for fn in self.tools]
 
     def preflight(self) -> list[str]:

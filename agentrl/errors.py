@@ -33,6 +33,10 @@ class TemplateError(AgentRLError, ValueError):
     """A chat template cannot extend the token history as an exact prefix."""
 
 
+class EnvContractError(AgentRLError, TypeError):
+    """An environment's ``reset`` or ``step`` returned something outside the env contract (``agentrl.env``)."""
+
+
 class EngineError(AgentRLError, RuntimeError):
     """An inference engine failed, is unreachable, or returned malformed data."""
 

@@ -1,8 +1,8 @@
 """Evaluation: pass@k with the unbiased estimator (Chen et al. 2021, eq. 1) over an env's task set.
 
 Each task is sampled ``samples`` times through the same episode loop training uses
-(``EpisodeRunner``); an episode succeeds when its last step's info says ``success`` (else when
-its final reward reaches 1). Envs are created once per concurrent slot and reused across tasks.
+(``EpisodeRunner``); an episode succeeds as ``Episode.success`` says (its last step's info
+``success``, else a final reward of 1). Envs are created once per concurrent slot and reused across tasks.
 """
 
 from __future__ import annotations
@@ -39,15 +39,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         return 1.0
     # The product form avoids huge binomials (Chen et al. 2021, Figure 3).
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
-
-
-def episode_success(episode: Episode) -> bool:
-    """True when the episode's last step reported success (or, lacking that, its reward reached 1)."""
-    if episode.status == "failed":
-        return False
-    if episode.turns and "success" in episode.turns[-1].info:
-        return bool(episode.turns[-1].info["success"])
-    return (episode.final_reward or 0.0) >= 1.0 - 1e-9
 
 
 @dataclass
@@ -156,7 +147,7 @@ async def evaluate(
             for done in asyncio.as_completed(jobs):
                 episode = await done
                 result = results[episode.task_id]
-                result.successes.append(episode_success(episode))
+                result.successes.append(episode.success)
                 result.rewards.append(float(episode.final_reward or 0.0))
                 if episode.error:
                     result.errors.append(episode.error)

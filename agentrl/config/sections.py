@@ -143,6 +143,13 @@ class RolloutConfig(StrictModel):
         description="An env/sandbox/engine error in an episode: drop that episode's group from the step (recorded), or "
         "fail the step.",
     )
+    max_drop_rate: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="on_failure=drop: most fraction of a step's groups that may be dropped (dropped / (dropped + "
+        "trained)); past it the run stops with the last errors, as soon as that is certain. 1 never stops.",
+    )
     template_mismatch: Literal["error", "new_segment"] = Field(
         "error",
         description="A chat template that cannot extend the history as an exact prefix: fail, or start a new token "

@@ -11,6 +11,7 @@ import asyncio
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from agentrl.env import MultiTurnEnv
 from agentrl.errors import RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset, task_seed
+from agentrl.rollout.drop_alarm import DropAlarm, drop_rate
 from agentrl.rollout.fingerprint import rollout_fingerprints
 from agentrl.rollout.groups import GroupRun
 from agentrl.rollout.metrics import RolloutMetrics
@@ -75,6 +77,7 @@ class RolloutOrchestrator:
         self._ctx = RunContext(engine, config, assembler, self._executor, RolloutMetrics())
         self._groups: list[GroupRun] = []  # ready and in-flight groups, in admission order
         self._loaded = buffer is None
+        self._drops = DropAlarm(config.max_drop_rate, config.prompts_per_step)
         self.restore_log: list[tuple[str, str, str]] = []  # (episode id, snapshot|replay|restart, reason)
         if buffer is not None:
             buffer.bind_fingerprints(rollout_fingerprints(tokenizer, engine))
@@ -87,13 +90,24 @@ class RolloutOrchestrator:
         """The chat assembler episodes are rendered with."""
         return self._ctx.assembler
 
+    async def load(self) -> str:
+        """Load the groups the buffer carries (else the first step does); a line saying what was restored."""
+        if not self._loaded:
+            await self._load_from_buffer()
+            self._loaded = True
+        states = Counter(g.state for g in self._groups)
+        methods = Counter(method for _, method, _ in self.restore_log)
+        return (
+            f"{len(self._groups)} groups carried ({states['ready']} complete, {states['inflight']} in flight); "
+            f"{len(self.restore_log)} partial episodes restored ({methods['replay']} by replay, {methods['snapshot']} "
+            f"from a snapshot, {methods['restart']} restarted)"
+        )
+
     async def collect_step(self, step: int) -> StepBatch:
         """Run episodes until B groups are complete; abort and keep the rest (partial rollouts)."""
         started = time.perf_counter()
         metrics = self._ctx.metrics = RolloutMetrics()
-        if not self._loaded:
-            await self._load_from_buffer()
-            self._loaded = True
+        await self.load()
         await self._admit_carried()
         dropped: list[GroupRun] = []
         await self._run_until_ready(dropped)
@@ -101,6 +115,7 @@ class RolloutOrchestrator:
         await self._settle(dropped)  # members may have finished while stopping
         metrics.aborted += sum(1 for g in self._groups for r in g.runners if r.episode.status == "partial")
         batch = [g for g in self._groups if g.state == "ready"][: self.config.prompts_per_step]
+        await self._check_drops(dropped, trained=len(batch))
         for group in batch:
             group.state, group.step = "handed", step
         self._groups = [g for g in self._groups if g.state != "handed"]
@@ -116,6 +131,7 @@ class RolloutOrchestrator:
         rewards = [e.final_reward for g in batch for e in g.episodes if e.final_reward is not None]
         out["rollout/reward_mean"] = sum(rewards) / len(rewards) if rewards else 0.0
         out["rollout/groups_carried"] = float(len(self._groups))
+        out["rollout/drop_rate"] = drop_rate(len(dropped), len(batch))
         exhausted = self.dataset.exhausted() and not self._groups
         return StepBatch(step, [g.episodes for g in batch], out, [g.episodes for g in dropped], exhausted)
 
@@ -129,6 +145,7 @@ class RolloutOrchestrator:
         target = math.ceil(self.config.over_sample * need) if self.config.partial_rollout else need
         while True:
             await self._settle(dropped)
+            await self._check_drops(dropped)
             if sum(g.state == "ready" for g in self._groups) >= need:
                 return  # checked before admitting: carried ready groups may already fill the step
             await self._fill(target)
@@ -209,6 +226,13 @@ class RolloutOrchestrator:
                 "this step: restart the engine and resume the run (--resume RUN_DIR) to continue from the last boundary"
             )
         await self._stop_runners(group.runners)
+
+    async def _check_drops(self, dropped: list[GroupRun], trained: int | None = None) -> None:
+        """Stop the step (RolloutError naming the last errors) once it has dropped too many groups."""
+        problem = self._drops.problem([g.episodes for g in dropped], trained)
+        if problem is not None:
+            await self._stop_runners([r for g in self._groups for r in g.runners])
+            raise RolloutError(f"{problem}. Nothing was written for this step: the buffer keeps the last boundary")
 
     async def _engine_healthy(self) -> bool:
         try:

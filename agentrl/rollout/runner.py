@@ -3,7 +3,8 @@
 Invariant: every sampled token enters the episode through ``TokenLedger.append_sampled`` with the
 engine's logprob and version; a stop request (the step boundary) leaves the episode ``partial``
 with everything generated so far, and ``run`` continues it later from ``ledger.input_ids()``.
-An env may bound the next reply's length with ``info["max_new_tokens"]`` (from reset or step).
+What the env returns is checked where it enters (``agentrl.env_contract``); the info keys read
+here are those of ``agentrl.env.EnvInfo``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
 from agentrl.env import MultiTurnEnv
+from agentrl.env_contract import checked_reset, checked_step
+from agentrl.errors import EnvContractError
 from agentrl.ledger import TokenLedger
 from agentrl.rollout.metrics import RolloutMetrics
 from agentrl.rollout.replay import as_recorded
@@ -51,8 +54,9 @@ class EpisodeRunner:
         self.stop_requested = False
         self.request_id: str | None = None
         self.failure_source: str | None = None  # "env", "engine" or "ledger" when the episode failed
-        # An env may cap the next reply's tokens via info["max_new_tokens"] (reset or step info); the
-        # open turn's record keeps it so a reply resumed in another job keeps its budget.
+        self.env_method = ""  # the env method called last: a failure names it
+        # The env's cap on the next reply (info max_new_tokens of reset or the last step); the open turn's
+        # record keeps it in its own field, so a reply resumed in another job keeps its budget.
         self.turn_cap: int | None = None
         stepped = [t for t in episode.turns if t.reward is not None]
         if stepped:
@@ -90,12 +94,15 @@ class EpisodeRunner:
         source = self.failure_source or "env"
         self.failure_source = source
         self.episode.status = "failed"
-        self.episode.error = f"{source}: {type(exc).__name__}: {exc}"
+        where = ""
+        if source == "env" and self.env_method and not isinstance(exc, EnvContractError):  # that one names it
+            where = f"{type(self.env).__name__}.{self.env_method} raised "
+        self.episode.error = f"{source}: {where}{type(exc).__name__}: {exc}"
         self.ctx.metrics.failed += 1
 
     async def _call_env(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call env.<name>: its async variant ``a<name>`` when present, else in the thread pool."""
-        self.failure_source = "env"
+        self.failure_source, self.env_method = "env", name
         started = time.perf_counter()
         try:
             async_fn = getattr(self.env, f"a{name}", None)
@@ -109,23 +116,23 @@ class EpisodeRunner:
             self.ctx.metrics.env_time_s += time.perf_counter() - started
 
     async def _start(self) -> None:
-        observation, info = await self._call_env(
-            "reset", seed=self.episode.seed, options=dict(self.episode.reset_options)
+        observation, info = checked_reset(
+            self.env, await self._call_env("reset", seed=self.episode.seed, options=dict(self.episode.reset_options))
         )
         self._take_cap(info)
         self.failure_source = "ledger"
         self.ledger.start(list(observation))
         self.episode.status = "running"
 
-    def _take_cap(self, info: Any) -> None:
-        cap = info.get("max_new_tokens") if isinstance(info, dict) else None
+    def _take_cap(self, info: dict[str, Any]) -> None:
+        cap = info.get("max_new_tokens")
         self.turn_cap = int(cap) if cap is not None else None
 
     def _turn_record(self) -> TurnRecord:
         """The open turn's record (created when the turn starts)."""
         turns = self.episode.turns
         if not turns or turns[-1].reward is not None:
-            turns.append(TurnRecord(index=len(turns), info={"max_new_tokens": self.turn_cap} if self.turn_cap else {}))
+            turns.append(TurnRecord(index=len(turns), max_new_tokens=self.turn_cap))
         return turns[-1]
 
     async def _turn(self) -> None:
@@ -133,7 +140,7 @@ class EpisodeRunner:
         turn = self._turn_record()
         input_ids = self.ledger.input_ids()
         context_left = self.ctx.config.max_episode_tokens - len(input_ids)
-        cap = turn.info.get("max_new_tokens") or self.ctx.config.max_new_tokens
+        cap = turn.max_new_tokens or self.ctx.config.max_new_tokens
         turn_left = min(self.ctx.config.max_new_tokens, int(cap)) - turn.num_tokens
         if context_left <= 0 and turn.num_tokens == 0:
             self.episode.turns.pop()
@@ -178,13 +185,15 @@ class EpisodeRunner:
         text = self.ledger.decode_turn(self.ledger.current_turn_ids())
         self.ledger.end_turn(text)
         turn.action = text
-        observation, reward, terminated, truncated, info = await self._call_env("step", text)
-        info = as_recorded(info) if isinstance(info, dict) else {}
-        turn.reward = float(reward)
-        turn.env_messages = as_recorded(list(observation))
+        result = checked_step(self.env, await self._call_env("step", text))
+        observation, terminated, truncated = result.messages, result.terminated, result.truncated
+        info = as_recorded(result.info)
+        turn.reward = result.reward
+        turn.env_messages = as_recorded(observation)
         turn.info = info
         self.ctx.metrics.sandbox_time_s += float(info.get("sandbox_time_s", 0.0) or 0.0)
         self._take_cap(info)
+        self.env_method = "snapshot"
         snapshot = self.env.snapshot() if self.env is not None else None
         self.episode.env_snapshot = as_recorded(snapshot) if snapshot is not None else None
         components = info.get("reward_components")

@@ -8,13 +8,6 @@ from collections.abc import Sequence
 from agentrl.trajectory import Episode
 
 
-def is_success(episode: Episode) -> bool:
-    """An env-reported ``success`` component wins; otherwise a final reward of at least 1."""
-    if "success" in episode.reward_components:
-        return episode.reward_components["success"] > 0
-    return episode.final_reward is not None and episode.final_reward >= 1.0
-
-
 def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
     """Means over the batch's episodes, named ``episode/<metric>``."""
     episodes = [e for g in groups for e in g]
@@ -26,7 +19,7 @@ def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
     out = {
         "episode/reward_mean": statistics.fmean(rewards) if rewards else 0.0,
         "episode/reward_std": statistics.stdev(rewards) if len(rewards) > 1 else 0.0,
-        "episode/success_rate": sum(map(is_success, episodes)) / len(episodes),
+        "episode/success_rate": sum(e.success for e in episodes) / len(episodes),
         "episode/turns_mean": statistics.fmean(len(e.turns) for e in episodes),
         "episode/completion_tokens_mean": statistics.fmean(completion),
         "episode/sampled_tokens_mean": statistics.fmean(sampled),

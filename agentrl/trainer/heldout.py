@@ -11,23 +11,14 @@ from typing import Any
 
 from agentrl.config.run import RunConfig
 from agentrl.evaluation import EvalReport, evaluate
+from agentrl.rollout.stack import eval_plan
 from agentrl.trainer.seeding import SeededEngine
 
 
 async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str) -> EvalReport:
     """pass@1 of ``engine`` on ``split`` of the run's env (greedy when ``eval.temperature`` is 0)."""
-    from agentrl.registry import make_env_factory
-
-    env_cfg = cfg.env.model_copy(update={"kwargs": {**cfg.env.kwargs, "split": split}})
-    env_factory = make_env_factory(env_cfg)
-    probe = env_factory()
-    task_ids = probe.task_ids()
-    probe.close()
-    if cfg.eval.max_tasks is not None:
-        task_ids = task_ids[: cfg.eval.max_tasks]
-    # Evaluation episodes run to their end: no partial rollouts, one "group" of samples per task.
-    rollout = cfg.rollout.model_copy(
-        update={"partial_rollout": False, "group_size": cfg.eval.samples, "temperature": cfg.eval.temperature}
+    plan = eval_plan(
+        cfg, samples=cfg.eval.samples, split=split, temperature=cfg.eval.temperature, max_tasks=cfg.eval.max_tasks
     )
     # Common random numbers: the same seed stream before and after training, so the comparison is
     # paired (the same model samples the same answers) and its noise shrinks to what training changed.
@@ -35,12 +26,12 @@ async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str
     paired.set_step(-1)
     return await evaluate(
         paired,
-        env_factory,
+        plan.env_factory,
         tokenizer,
-        rollout,
+        plan.rollout,
         samples=cfg.eval.samples,
         ks=(1,),
-        task_ids=task_ids or None,
+        task_ids=plan.task_ids,
         concurrency=cfg.eval.concurrency,
     )
 

@@ -18,12 +18,12 @@ import numpy as np
 import torch
 
 from agentrl.config.run import RunConfig
-from agentrl.engines.factory import make_engine
-from agentrl.errors import CheckpointError, ConfigError
+from agentrl.errors import CheckpointError
 from agentrl.rollout.archive import TrajectoryArchive
+from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
+from agentrl.rundir import new_run_dir
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.checkpoint import (
-    BUFFER_FILE,
     latest_checkpoint,
     load_training_state,
     restore_buffer,
@@ -58,20 +58,12 @@ class Session:
 
 
 def make_run_dir(cfg: RunConfig, config_name: str, resume: str | Path | None) -> Path:
-    """The run directory: ``--resume`` names it; a new run gets ``run_root/<name or config stem-time>``."""
+    """The run directory: ``--resume`` names it (a run of the same model); else a new one (``agentrl.rundir``)."""
     if resume is not None:
         run_dir = Path(resume)
         check_resume(run_dir, cfg)
         return run_dir
-    name = cfg.logging.run_name or f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = Path(cfg.logging.run_root) / name
-    if (run_dir / "checkpoints").exists() or (run_dir / BUFFER_FILE).exists():
-        raise ConfigError(
-            f"run directory {str(run_dir)!r} already holds a run; pass --resume {run_dir} to continue "
-            "it or choose another logging.run_name"
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+    return new_run_dir(cfg.logging, config_name)
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
@@ -107,8 +99,6 @@ def _load_policy(cfg: RunConfig, model_dir: Path | str, dist: DistInfo) -> tuple
 
 async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: bool) -> Session:
     """Validate, then load model, engine, env, dataset, buffer, orchestrator and reporter."""
-    from transformers import AutoTokenizer
-
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     ckpt = latest_checkpoint(run_dir) if resume else None
     if resume and ckpt is None:
@@ -117,7 +107,7 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         restore_buffer(ckpt, run_dir)
     if dist.is_main and ckpt is None:
         write_run_meta(run_dir, cfg)
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
+    tokenizer = load_run_tokenizer(cfg)
     lm, policy = _load_policy(cfg, ckpt.model_dir if ckpt else cfg.model.path, dist)
     updater = PolicyUpdater(
         policy,
@@ -153,21 +143,14 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
 
 
 def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, Any]:
-    from agentrl.registry import make_env_factory
-    from agentrl.rollout.buffer import RolloutBuffer
-    from agentrl.rollout.dataset import TaskDataset
-    from agentrl.rollout.orchestrator import RolloutOrchestrator
+    def prepare(engine: Any) -> Any:
+        check_engine_logprobs(engine.semantics, cfg)
+        if cfg.trainer.deterministic:  # engine RNG state is not checkpointable: seed each request by its content
+            return SeededEngine(engine, cfg.trainer.seed)
+        return engine
 
-    env_factory = make_env_factory(cfg.env)
-    probe = env_factory()
-    dataset = TaskDataset.from_env(probe, seed=cfg.rollout.seed)
-    probe.close()
-    engine = make_engine(cfg.engine, cfg.model)
-    check_engine_logprobs(engine.semantics, cfg)
-    if cfg.trainer.deterministic:  # engine RNG state is not checkpointable: seed each request by its content
-        engine = SeededEngine(engine, cfg.trainer.seed)
-    buffer = RolloutBuffer(run_dir / BUFFER_FILE)
-    return engine, RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
+    stack = build_rollout_stack(cfg, run_dir, tokenizer, prepare_engine=prepare)
+    return stack.engine, stack.orchestrator
 
 
 def _transport(cfg: RunConfig) -> str:
@@ -269,6 +252,9 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
     before: dict[str, float] = {}
     after: dict[str, float] = {}
     try:
+        if dist.is_main and session.start_step:
+            carried = await session.orchestrator.load()
+            print(f"[train] resumed {run_dir} from checkpoint step {session.start_step}: {carried}", flush=True)
         if dist.is_main and session.start_step == 0:
             before = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "before")
             if before:

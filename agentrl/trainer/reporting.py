@@ -19,14 +19,27 @@ METRICS_FILE = "metrics.jsonl"
 
 
 def progress_line(step: int, total: int, m: dict[str, float]) -> str:
-    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) 412 tok/s'."""
+    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 0% 412 tok/s'."""
     return (
         f"step {step}/{total} reward {m.get('episode/reward_mean', 0.0):.2f} "
         f"solved {100 * m.get('episode/success_rate', 0.0):.0f}% "
         f"clip {100 * m.get('train/clip_frac_seq', 0.0):.1f}% |log s| {m.get('train/abs_log_s_mean', 0.0):.0e} "
         f"partial {m.get('rollout/groups_carried', 0.0):.0f} (<={m.get('rollout/staleness_max', 0.0):.0f} behind) "
+        f"dropped {100 * m.get('rollout/drop_rate', 0.0):.0f}% "
         f"{m.get('perf/tokens_per_s', 0.0):.0f} tok/s"
     )
+
+
+def step_notes(step: int, m: dict[str, float]) -> list[str]:
+    """Console lines for a step that did something the metrics alone would hide (e.g. trained nothing)."""
+    notes = []
+    if m.get("train/optimizer_steps", 1.0) == 0:
+        notes.append(
+            f"step {step}: nothing was trained (0 optimizer steps): every row had zero advantage "
+            f"({m.get('episode/groups_all_equal', 0.0):.0f} groups had equal rewards, which carry no signal); use "
+            "tasks the policy sometimes solves, a larger rollout.group_size or a higher rollout.temperature"
+        )
+    return notes
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -102,6 +115,11 @@ class RunReporter:
         if not self.enabled:
             return
         self.log_extra(step, metrics)
+        for note in step_notes(step, metrics):
+            if self._progress is not None:  # printed above the live bar
+                self._progress.console.print(f"[train] {note}", markup=False, highlight=False)
+            else:
+                print(f"[train] {note}", flush=True)
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
         if step % self.cfg.plot_every == 0 or step == self.total:

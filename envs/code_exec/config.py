@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sandboxes.config import AutoSandboxConfig, SandboxConfig
+
+SANDBOX_KINDS = ("docker", "process", "auto")
 
 
 class CodeExecConfig(BaseModel):
@@ -50,8 +55,22 @@ class CodeExecConfig(BaseModel):
     run_bonus: float = Field(
         0.0, ge=0.0, description="Reward for a code cell that runs without an error (a shaping signal)."
     )
-    sandbox: dict[str, Any] = Field(
-        default_factory=lambda: {"kind": "auto"},
+    sandbox: SandboxConfig = Field(
+        default_factory=AutoSandboxConfig,
         description="Sandbox settings: kind docker|process|auto (auto: Docker when an engine and the image exist, else "
-        "the process backend with a warning) plus the backend's own fields.",
+        "the process backend with a warning) plus the backend's own fields (sandboxes.config).",
     )
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _kind_names_the_backend(cls, value: Any) -> Any:
+        """YAML says ``kind`` (default auto); the sandboxes' configs call the same tag ``backend``."""
+        if not isinstance(value, Mapping):
+            return value
+        settings = dict(value)
+        kind = settings.pop("kind", settings.get("backend", "auto"))
+        if kind not in SANDBOX_KINDS:
+            raise ValueError(f"sandbox kind {kind!r} is not one of {list(SANDBOX_KINDS)}")
+        if settings.get("backend", kind) != kind:
+            raise ValueError(f"sandbox kind {kind!r} and backend {settings['backend']!r} disagree; set only kind")
+        return {**settings, "backend": kind}

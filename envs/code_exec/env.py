@@ -14,7 +14,7 @@ from agentrl.errors import ConfigError, PreflightError, did_you_mean
 from envs.code_exec.actions import CodeAction, parse_action
 from envs.code_exec.config import CodeExecConfig
 from envs.code_exec.grading import grade
-from envs.code_exec.sandboxing import check_settings, open_sandbox, shorten
+from envs.code_exec.sandboxing import open_sandbox, shorten
 from envs.code_exec.tasks import CodingTask, load_tasks
 
 
@@ -44,12 +44,12 @@ class CodeExecEnv(MultiTurnEnv):
     """
 
     config_model = CodeExecConfig
+    max_turns = 3  # CodeExecConfig.max_turns's default; the instance takes the configured value
+    tools = (run_python, submit)  # always accepted as calls; listed in the prompt only with expose_tools
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = CodeExecConfig(**kwargs)
-        check_settings(self.config.sandbox)
         self.max_turns = self.config.max_turns
-        self.tools = (run_python, submit) if self.config.expose_tools else ()
         self._tasks = load_tasks(
             self.config.tasks,
             self.config.split,
@@ -73,6 +73,10 @@ class CodeExecEnv(MultiTurnEnv):
         if self._sandbox is None:
             self._sandbox = open_sandbox(self.config.sandbox)
         return self._sandbox
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools' schemas for the chat template, only with ``expose_tools`` (fenced code blocks always work)."""
+        return super().tool_schemas() if self.config.expose_tools else []
 
     def task_ids(self) -> list[str]:
         """Task ids of the configured split."""

@@ -139,23 +139,29 @@ def test_env_is_created_by_gymnasium_make() -> None:
 
 
 def test_auto_sandbox_prefers_docker_and_bad_settings_fail_early(sandbox_kind: str) -> None:
-    from agentrl.errors import ConfigError
-    from envs.code_exec.sandboxing import resolve_kind
+    from sandboxes import AutoSandboxConfig, DockerSandboxConfig, ProcessSandboxConfig, resolve_backend
 
     if sandbox_kind == "docker":
-        assert resolve_kind({"kind": "auto"}) == "docker"
-    with pytest.raises(ConfigError, match="memory_bytes"):
+        assert isinstance(resolve_backend(AutoSandboxConfig()), DockerSandboxConfig)
+    with pytest.raises(ValueError, match="memory_bytes"):
         CodeExecEnv(sandbox={"kind": sandbox_kind, "memory_bytes": 5})
-    with pytest.raises(ConfigError, match="not one of"):
+    with pytest.raises(ValueError, match="sandbox kind 'vm' is not one of"):
         CodeExecEnv(sandbox={"kind": "vm"})
+    with pytest.raises(ValueError, match=r"unknown sandbox field\(s\) \['memroy_bytes'\]"):
+        CodeExecEnv(sandbox={"kind": "auto", "memroy_bytes": 2**30})  # auto once dropped unknown names silently
+    auto = CodeExecEnv(sandbox={"memory_bytes": 2**30, "image": "mine:1", "cpu_time_s": 9}).config.sandbox
+    assert isinstance(auto, AutoSandboxConfig) and auto.docker.image == "mine:1" and auto.process.cpu_time_s == 9
+    assert auto.docker.memory_bytes == auto.process.memory_bytes == 2**30
+    assert isinstance(CodeExecEnv(sandbox={"kind": "process"}).config.sandbox, ProcessSandboxConfig)
 
 
 @pytest.mark.slow
 def test_every_bundled_reference_solution_passes_its_hidden_tests() -> None:
     from envs.code_exec.grading import grade
     from envs.code_exec.sandboxing import open_sandbox
+    from sandboxes import ProcessSandboxConfig
 
-    with open_sandbox({"kind": "process"}) as sandbox:
+    with open_sandbox(ProcessSandboxConfig()) as sandbox:
         failing = [
             t.task_id for t in load_tasks("easy", "all") if not grade(sandbox, t, "\n" + (t.solution or "")).success
         ]

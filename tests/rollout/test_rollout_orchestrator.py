@@ -273,7 +273,8 @@ def test_env_that_raises_in_step(
             assert len(batch.groups) == 2 and first not in {g[0].task_id for g in batch.groups}
             [dropped] = batch.dropped
             assert dropped[0].task_id == first and any(
-                f"env: RuntimeError: sandbox crashed on {first}" in (e.error or "") for e in dropped
+                f"env: FlakyScratchpad.step raised RuntimeError: sandbox crashed on {first}" in (e.error or "")
+                for e in dropped
             )
             assert batch.metrics["rollout/groups_dropped"] == 1 and buffer.counts()["dropped"] == 1
         finally:
