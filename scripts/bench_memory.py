@@ -11,7 +11,10 @@ high-water mark (``/proc/self/clear_refs``) at each phase start. Run it under ``
 
     python scripts/bench_memory.py                                   # step options, random SmolLM2-shaped weights
     python scripts/bench_memory.py job --config configs/quickstart_single.yaml --steps 3 \\
-        --option baseline= --option gc=trainer.gradient_checkpointing=true
+        --option baseline=!keep_engine_caches --option gc=trainer.gradient_checkpointing=true
+
+A job option is ``NAME=override;override``; the pseudo-override ``!keep_engine_caches`` keeps the embedded
+engine's KV buffers and prefix cache through the update (as before ``release_memory`` existed).
 """
 
 from __future__ import annotations
@@ -137,6 +140,9 @@ def run_steps(args: argparse.Namespace) -> dict[str, Any]:
     return {"shape": shape, "model": f"{model}, random weights, fp32", "options": results}
 
 
+KEEP_ENGINE_CACHES = "!keep_engine_caches"  # job option pseudo-override: skip the release before the update
+
+
 def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, Any]:
     """``agentrl train`` with each phase's peak RSS recorded (the phases are wrapped, nothing else changes)."""
     import agentrl.trainer.loop as loop
@@ -145,6 +151,13 @@ def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, A
     from agentrl.trainer.update import PolicyUpdater
 
     phases: list[dict[str, Any]] = []
+    if KEEP_ENGINE_CACHES in overrides:  # the "before" of the engine-release change: keep caches through the update
+        overrides = [o for o in overrides if o != KEEP_ENGINE_CACHES]
+
+        async def keep(engine: Any) -> None:
+            return None
+
+        loop._release_engine_memory = keep
 
     def watched(name: str, fn: Any, is_async: bool) -> Any:
         def record(started: float, before: float) -> None:

@@ -187,6 +187,7 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
         if not groups:
             break
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
+        await _release_engine_memory(s.engine)
         train_metrics = s.updater.update(rows)
         sync_s = await sync_weights(
             s.engine, s.lm, step, transport=_transport(cfg), weights_root=_weights_root(cfg, s.run_dir), dist=s.dist
@@ -214,6 +215,14 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
         if exhausted:
             break
     return s.reporter.history
+
+
+async def _release_engine_memory(engine: Any) -> None:
+    """An in-process engine is idle during the update: its KV buffers and prefix cache (which the weight
+    sync would flush anyway) are freed so they do not add to the update's peak memory."""
+    release = getattr(engine, "release_memory", None)
+    if release is not None:
+        await release()
 
 
 def _save(s: Session, step: int) -> None:

@@ -169,6 +169,14 @@ class EmbeddedEngine:
             return False
         return result.finish_reason == "length"
 
+    async def release_memory(self) -> None:
+        """Free the KV buffers and the prefix cache as soon as no request runs (requests sent meanwhile wait).
+
+        For an engine sharing the host with the trainer: its caches would otherwise sit through the update,
+        though the update invalidates the prefix cache anyway; the next forward allocates the buffers again.
+        """
+        await asyncio.wrap_future(self.scheduler.request_release())
+
     def flush_cache(self) -> None:
         """Drop the prefix cache (SGLang's /flush_cache); later prompts prefill in full."""
         self.scheduler.prefix_cache.clear()

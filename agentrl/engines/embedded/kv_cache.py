@@ -14,6 +14,7 @@ come from the prefix cache, with the new tokens packed flat (no padding in the m
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import torch
@@ -289,6 +290,13 @@ class SlotKVCache:
         self.end = 0
         self._decode_mask_cols = None
 
+    def free(self) -> None:
+        """Drop every row and the buffers themselves; the next forward allocates them again."""
+        self.clear()
+        self.keys = [None] * self.num_layers
+        self.values = [None] * self.num_layers
+        self.rows_cap = self.cols_cap = 0
+
     # --- masks and positions ---------------------------------------------------------------------
     def decode_mask(self, lo: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
         """Additive mask ``[rows, 1, 1, end + 1 - lo]``: 0 on each row's cached tokens and the new one.
@@ -360,6 +368,15 @@ class SlotKVCache:
                 bufs[i] = new
         self.rows_cap, self.cols_cap, self.end = rows_cap, cols_cap, new_end
         self._decode_mask_cols = None
+
+
+def trim_heap() -> None:
+    """Hand freed heap pages back to the OS: glibc keeps freed small and mid-sized blocks (the prefix cache's
+    per-layer tensors, KV buffers under its mmap threshold) mapped, so without this RSS would not drop."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl, macOS): the freed memory is reused by the next step
+        pass
 
 
 def _additive(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

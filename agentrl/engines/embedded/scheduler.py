@@ -1,7 +1,7 @@
 """The embedded engine's continuous-batching loop, run by one background thread that owns the model.
 
-Each iteration: reap aborted requests, apply a pending weight update once no request runs on the old
-weights, then one forward pass that decodes every running request and admits waiting ones (their
+Each iteration: reap aborted requests, apply a pending weight update (or memory release) once no request
+runs, then one forward pass that decodes every running request and admits waiting ones (their
 prompts, or only the part after a head already held, prefilled in the same pass). Callers on any
 asyncio loop get their result through ``call_soon_threadsafe``.
 """
@@ -18,7 +18,7 @@ from typing import Literal
 import torch
 
 from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
-from agentrl.engines.embedded.kv_cache import PrefixKV
+from agentrl.engines.embedded.kv_cache import PrefixKV, trim_heap
 from agentrl.engines.embedded.prefix_cache import PrefixCache, PrefixEntry
 from agentrl.engines.embedded.prefix_index import BLOCK, PrefixIndex, block_hashes
 from agentrl.engines.embedded.runner import ModelRunner
@@ -101,6 +101,7 @@ class Scheduler:
         self._plan: SamplingPlan | None = None  # the running rows' sampling settings; None when they changed
         self._by_id: dict[str, Request] = {}
         self._update: _WeightUpdate | None = None
+        self._releases: list[Future[None]] = []  # release_memory() callers waiting for an idle moment
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="agentrl-engine", daemon=True)
         self._thread.start()
@@ -145,6 +146,14 @@ class Scheduler:
             self._cond.notify()
         return done
 
+    def request_release(self) -> Future[None]:
+        """Free the KV buffers and the prefix cache once no request runs (queued ones wait until then)."""
+        done: Future[None] = Future()
+        with self._cond:
+            self._releases.append(done)
+            self._cond.notify()
+        return done
+
     def close(self) -> None:
         """Stop the loop; requests still in flight return as aborted."""
         with self._cond:
@@ -166,17 +175,19 @@ class Scheduler:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not (self._closed or self._running or self._update or self._waiting):
+                while not (self._closed or self._running or self._update or self._waiting or self._releases):
                     self._cond.wait()
                 if self._closed:
                     break
-                admit = [] if self._update else self._pop_admissible()
+                admit = [] if self._update or self._releases else self._pop_admissible()
             if self._update is not None and self.weight_update == "abort":
                 for req in self._running:  # abort mode: running requests return their partial output now
                     req.aborted = True
             self._reap_aborted()
             if self._update is not None and not self._running:
                 self._apply_update()
+            if self._releases and not self._running:
+                self._apply_release()
             try:
                 if admit or self._running:
                     self._step(admit)
@@ -255,6 +266,15 @@ class Scheduler:
             update.done.set_result(None)
         except Exception as exc:  # reported to the caller of update_weights
             update.done.set_exception(exc)
+
+    def _apply_release(self) -> None:
+        with self._cond:
+            waiters, self._releases = self._releases, []
+        self.prefix_cache.clear()
+        self.runner.free()
+        trim_heap()
+        for done in waiters:
+            done.set_result(None)
 
     def _step(self, admit: list[Request]) -> None:
         """One forward pass: decode every running request and admit ``admit`` (fresh prompts first,
@@ -351,6 +371,8 @@ class Scheduler:
         self._running = []
         if self._update is not None:
             self._update.done.set_exception(EngineError("engine closed before the weight update was applied"))
+        for done in self._releases:
+            done.set_result(None)  # a closed engine holds nothing
 
     def _finish(
         self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None
