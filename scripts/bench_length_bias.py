@@ -28,6 +28,8 @@ MODES: dict[str, dict[str, Any]] = {
     "sync": {"partial_rollout": False},
     "partial_finish": {"partial_rollout": True, "batch_order": "finish"},
     "partial_start": {"partial_rollout": True, "batch_order": "start"},
+    # twice the groups in flight: each step trains the groups started one step earlier (a one-step pipeline)
+    "partial_start_2x": {"partial_rollout": True, "batch_order": "start", "over_sample": 2.0},
 }
 
 
@@ -144,7 +146,7 @@ def main() -> None:
     parser.add_argument("--config", default="configs/quickstart_single.yaml", help="Run config (model, engine, env).")
     parser.add_argument("-o", "--override", action="append", default=[], help="Dotted config override (repeat).")
     parser.add_argument("--steps", type=int, default=12, help="Steps collected per mode.")
-    parser.add_argument("--modes", default=",".join(MODES), help=f"Which of {list(MODES)} to run.")
+    parser.add_argument("--modes", default="sync,partial_finish,partial_start", help=f"Which of {list(MODES)} to run.")
     parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")
     args = parser.parse_args()
     from agentrl.config.loader import load_config

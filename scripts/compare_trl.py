@@ -181,11 +181,34 @@ def grpo_config(cfg: Any, out_dir: Path, grad_accum: int, checkpointing: bool, s
     )
 
 
-def trl_job(config: str, overrides: list[str], out_dir: Path, grad_accum: int, checkpointing: bool) -> dict:
-    """Train with TRL's GRPOTrainer; save the model; step times, rewards, peak RSS."""
-    import torch
+def trl_dataset(cfg: Any, tokenizer: Any) -> tuple[Any, dict[str, list[int]]]:
+    """TRL's dataset (prompt text, task id) in agentrl's task order, and each prompt's agentrl token ids."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, TrainerCallback
+
+    prompts = rendered_prompts(cfg, tokenizer, cfg.trainer.steps * cfg.rollout.prompts_per_step)
+    decode = functools.partial(tokenizer.decode, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    rows = [{"prompt": decode(ids), "task_id": task_id} for task_id, ids in prompts]
+    return Dataset.from_list(rows), {row["prompt"]: ids for row, (_, ids) in zip(rows, prompts)}
+
+
+def step_clock(clock: list[float]) -> Any:
+    """A TrainerCallback that appends a timestamp when training begins and after every optimizer step."""
+    from transformers import TrainerCallback
+
+    class StepClock(TrainerCallback):
+        def on_train_begin(self, *args: Any, **kwargs: Any) -> None:
+            clock.append(time.perf_counter())
+
+        def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+            clock.append(time.perf_counter())
+
+    return StepClock()
+
+
+def trl_job(config: str, overrides: list[str], out_dir: Path, grad_accum: int, checkpointing: bool) -> dict:
+    """Train with TRL's GRPOTrainer, save the model, evaluate it; step times, rewards, peak RSS."""
+    import torch
+    from transformers import AutoModelForCausalLM
     from trl import GRPOTrainer
 
     from agentrl.config.loader import load_config
@@ -195,29 +218,16 @@ def trl_job(config: str, overrides: list[str], out_dir: Path, grad_accum: int, c
     cfg = load_config(config, overrides)
     tokenizer = load_run_tokenizer(cfg)
     tokenizer.pad_token = tokenizer.eos_token  # TRL cuts a row at its first EOS: padding must be one
-    prompts = rendered_prompts(cfg, tokenizer, cfg.trainer.steps * cfg.rollout.prompts_per_step)
-    expected = {
-        tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False): ids for _, ids in prompts
-    }
-    texts = list(expected)
-    dataset = Dataset.from_list([{"prompt": texts[i], "task_id": t} for i, (t, _) in enumerate(prompts)])
+    dataset, expected = trl_dataset(cfg, tokenizer)
     model = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32)
     # transformers' stop_strings need the tokenizer at generate(); TRL's call does not pass one.
     model.generate = functools.partial(model.generate, tokenizer=tokenizer)
     clock: list[float] = []
-
-    class StepClock(TrainerCallback):
-        def on_train_begin(self, *args: Any, **kwargs: Any) -> None:
-            clock.append(time.perf_counter())
-
-        def on_step_end(self, *args: Any, **kwargs: Any) -> None:
-            clock.append(time.perf_counter())
-
     reward = EnvReward(cfg, tokenizer)
     args = grpo_config(cfg, out_dir, grad_accum, checkpointing, list(reward.assembler.stop_token_ids))
     trainer = GRPOTrainer(
         model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer,
-        callbacks=[StepClock()],
+        callbacks=[step_clock(clock)],
     )  # fmt: skip
     checked: list[int] = []
     check_prompt_ids(trainer, expected, checked)
@@ -225,15 +235,13 @@ def trl_job(config: str, overrides: list[str], out_dir: Path, grad_accum: int, c
         trainer.train()
     finally:
         reward.close()
-    wall = time.perf_counter() - started
-    peak = peak_rss_gb()  # before the evaluation below loads an engine
+    wall, peak = time.perf_counter() - started, peak_rss_gb()  # the peak before the evaluation's engine loads
     trainer.save_model(str(out_dir / "model"))
     tokenizer.save_pretrained(str(out_dir / "model"))
     logs = [h for h in trainer.state.log_history if "reward" in h]
     eos_ids = [int(i) for i in trainer.eos_token_ids]
     del trainer, model
     gc.collect()
-    after = asyncio.run(heldout_job(config, overrides, str(out_dir / "model"), "after-trl", out_dir))
     return {
         "side": "trl",
         "model_dir": str(out_dir / "model"),
@@ -245,7 +253,7 @@ def trl_job(config: str, overrides: list[str], out_dir: Path, grad_accum: int, c
         "prompt_ids_checked": sum(checked),
         "trl_eos_ids": eos_ids,
         "peak_rss_gb": peak,
-        "after": after,
+        "after": asyncio.run(heldout_job(config, overrides, str(out_dir / "model"), "after-trl", out_dir)),
     }
 
 
