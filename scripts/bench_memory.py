@@ -197,7 +197,8 @@ def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, A
         "overrides": overrides,
         "wall_s": time.perf_counter() - started,
         "step_s": steps,
-        "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        # ru_maxrss forgets what came before a high-water-mark reset: the job's peak is its largest phase peak
+        "peak_gb": max([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20] + [x["peak_gb"] for x in phases]),
         "phase_peak_gb": {
             p: max(x["peak_gb"] for x in phases if x["phase"] == p) for p in {x["phase"] for x in phases}
         },

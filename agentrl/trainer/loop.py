@@ -19,6 +19,7 @@ import torch
 
 from agentrl.config.run import RunConfig
 from agentrl.errors import CheckpointError
+from agentrl.heap import trim_heap
 from agentrl.rollout.archive import TrajectoryArchive
 from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 from agentrl.rundir import new_run_dir
@@ -189,6 +190,7 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
         await _release_engine_memory(s.engine)
         train_metrics = s.updater.update(rows)
+        trim_heap()  # the update's freed activations back to the OS before the engine allocates again
         sync_s = await sync_weights(
             s.engine, s.lm, step, transport=_transport(cfg), weights_root=_weights_root(cfg, s.run_dir), dist=s.dist
         )

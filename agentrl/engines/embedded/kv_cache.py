@@ -14,7 +14,6 @@ come from the prefix cache, with the new tokens packed flat (no padding in the m
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import torch
@@ -368,15 +367,6 @@ class SlotKVCache:
                 bufs[i] = new
         self.rows_cap, self.cols_cap, self.end = rows_cap, cols_cap, new_end
         self._decode_mask_cols = None
-
-
-def trim_heap() -> None:
-    """Hand freed heap pages back to the OS: glibc keeps freed small and mid-sized blocks (the prefix cache's
-    per-layer tensors, KV buffers under its mmap threshold) mapped, so without this RSS would not drop."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (musl, macOS): the freed memory is reused by the next step
-        pass
 
 
 def _additive(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -18,13 +18,14 @@ from typing import Literal
 import torch
 
 from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
-from agentrl.engines.embedded.kv_cache import PrefixKV, trim_heap
+from agentrl.engines.embedded.kv_cache import PrefixKV
 from agentrl.engines.embedded.prefix_cache import PrefixCache, PrefixEntry
 from agentrl.engines.embedded.prefix_index import BLOCK, PrefixIndex, block_hashes
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
 from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineError
+from agentrl.heap import trim_heap
 
 QUEUED_ABORT_MESSAGE = "Abort in waiting queue"  # SGLang 0.5.x's reply text for a queued abort
 RUNNING_ABORT_MESSAGE = "Abort request"
