@@ -73,8 +73,8 @@ def ensure_image(client: Any, task: HarborTask) -> str:
     if missing:
         raise HarborImageError(
             f"Harbor task {task.task_id!r}: environment/Dockerfile builds FROM {', '.join(missing)}, not on this "
-            "Docker engine, and images cannot be pulled offline: `docker load` it, or change FROM to an image the engine has "
-            "(e.g. agentrl-python:1, built by scripts/docker_setup.sh)"
+            "Docker engine, and images cannot be pulled offline: `docker load` it, or change FROM to an image the "
+            "engine has (e.g. agentrl-python:1, built by scripts/docker_setup.sh)"
         )
     context = task.dockerfile.parent
     tag = f"agentrl-harbor/{re.sub(r'[^a-z0-9_.-]', '-', task.task_id.lower())}:{_context_hash(context)}"
