@@ -2,7 +2,8 @@
 
 The tasks (question + expected answer) come from a JSONL file or inline rows; the tools come from
 any MCP server (``agentrl.mcp_tools``). Each env instance owns one MCP session, so a stateful
-server never leaks state between concurrent episodes; ``reset`` reopens a session whose server died.
+server never shares state between concurrent episodes (``fresh_session`` also clears it between
+an env's successive episodes); ``reset`` reopens a session whose server died.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class McpToolsEnvConfig(BaseModel):
     instructions: str = Field(INSTRUCTIONS, description="System prompt of every episode.")
     max_turns: int = Field(4, ge=1, description="Assistant turns before the episode is truncated.")
     reward: str = Field("exact", pattern="^(exact|graded)$", description="exact, or graded partial credit.")
+    fresh_session: bool = Field(
+        False,
+        description="Restart the MCP session at every reset (a stateful server starts each episode clean, so replay "
+        "is exact); False keeps one session per env (fast; right for stateless tool servers).",
+    )
 
     @field_validator("tasks")
     @classmethod
@@ -108,6 +114,8 @@ class McpToolsEnv(MultiTurnEnv):
         if task_id not in self._tasks:
             raise ConfigError(f"unknown McpTools task {task_id!r}.{did_you_mean(task_id, self._tasks)}")
         self.task, self.turn = self._tasks[task_id], 0
+        if self.config.fresh_session:
+            self.tools_source.close()
         self.tools_source.start()
         return [system(self.config.instructions), user(self.task.question)], {"task_id": task_id}
 

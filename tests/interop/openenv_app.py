@@ -53,8 +53,9 @@ class GuessEnvironment(Environment):
         return GuessObservation(text=f"Guess my number between {low} and {high}.", reward=0.0, metadata=self._cap())
 
     def _cap(self) -> dict[str, Any]:
-        """Wide ranges ask for long replies: the heavy tail that partial rollouts cut."""
-        return {"max_new_tokens": 200 if self.high > 50 else 3}
+        """Wide ranges ask for long replies after their first step: the heavy tail partial rollouts cut, with an
+        env step already taken (so a restored episode needs its env rebuilt)."""
+        return {"max_new_tokens": 200 if self.high > 50 and self._state.step_count >= 1 else 3}
 
     def step(self, action: GuessAction, timeout_s: float | None = None, **kwargs: Any) -> GuessObservation:
         self._state.step_count += 1

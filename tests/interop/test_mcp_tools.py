@@ -113,6 +113,24 @@ def test_env_passes_check_env_and_grades_answers(tmp_path: Path) -> None:
         env.close()
 
 
+def test_fresh_session_clears_server_state_between_episodes() -> None:
+    from envs.interop.mcp_env import McpToolsEnv
+
+    remember, recall = (
+        format_tool_call("remember", {"key": "k", "value": "v"}),
+        format_tool_call("recall", {"key": "k"}),
+    )
+    for fresh, expected in ((False, "v"), (True, "")):
+        env = McpToolsEnv(mcp={"server": mcp_stdio_server()}, tasks=TASKS, fresh_session=fresh)
+        try:
+            env.reset(seed=0, options={"task_id": "add-1"})
+            env.step(remember)
+            env.reset(seed=0, options={"task_id": "add-1"})
+            assert env.step(recall)[0][0]["content"] == expected
+        finally:
+            env.close()
+
+
 @pytest.mark.slow
 def test_trains_two_steps_against_the_real_mcp_server(tiny_model_dir: Path, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"

@@ -27,7 +27,7 @@ pytest.importorskip("websockets", reason="needs websockets: pip install 'agentrl
 
 from openenv_server import openenv_server
 
-TASKS = ["1-9", "1-99", "2-9", "2-99", "3-9", "3-99"]
+TASKS = [f"{k}-{high}" for k in range(1, 5) for high in (9, 99)]
 
 
 def _config(tmp_path: Path, model_dir: Path, url: str, replayable: bool) -> Path:
