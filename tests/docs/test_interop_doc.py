@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "interop.md"
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
-from conftest import free_port, stop, wait_http  # noqa: E402
+from interop_harness import free_port, stop, wait_http  # noqa: E402
 
 
 def doc_files() -> dict[str, str]:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import HERE, free_port, stop, wait_http
+from interop_harness import HERE, free_port, stop, wait_http
 
 ROOT = HERE.parents[1]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import train_two_steps
 from gymnasium.utils.env_checker import check_env
+from interop_harness import train_two_steps
 
 from agentrl.errors import ConfigError
 from agentrl.toolcall import format_tool_call

@@ -16,7 +16,7 @@ from agentrl.toolcall import format_tool_call
 
 pytest.importorskip("mcp", reason="needs the mcp SDK: pip install 'agentrl[mcp]'")
 
-from conftest import HERE, free_port, mcp_stdio_server, run_config, stop, train_two_steps, wait_http
+from interop_harness import HERE, free_port, mcp_stdio_server, run_config, stop, train_two_steps, wait_http
 
 TASKS = [
     {"task_id": "add-1", "question": "What is 17 + 25?", "answer": 42},

@@ -15,7 +15,7 @@ from envs.interop.openenv_wire import OpenEnvError
 
 pytest.importorskip("websockets", reason="needs websockets: pip install 'agentrl[openenv]'")
 
-from conftest import run_config, train_two_steps
+from interop_harness import run_config, train_two_steps
 from openenv_server import openenv_server
 
 GUESS = {"action_field": "message", "observation_field": "text", "task_ids": ["1-9", "1-99"], "max_turns": 3}

@@ -11,7 +11,7 @@ from agentrl.errors import ConfigError
 
 pytest.importorskip("verifiers.v1", reason="needs verifiers: pip install 'agentrl[verifiers]'")
 
-from conftest import run_config, train_two_steps
+from interop_harness import run_config, train_two_steps
 
 from envs.interop.verifiers_env import VerifiersEnv
 
