@@ -193,10 +193,10 @@ class McpToolSource:
         return _LoopThread.get().run(make(self._client), self.config.timeout_s)
 
     def _check_alive(self, failure: Exception) -> None:
-        """After a failed call: a session that no longer answers a ping is marked broken."""
+        """After a failed call: a session that can no longer list its tools is marked broken."""
         try:
             _LoopThread.get().run(self._client.list_tools(cache_mode="bypass"), min(5.0, self.config.timeout_s))
-        except Exception:  # noqa: BLE001 - any ping failure means the session is gone
+        except Exception:  # noqa: BLE001 - any failure here means the session is gone
             self.broken = f"{type(failure).__name__}: {failure}"
 
     def schemas(self) -> list[dict[str, Any]]:
