@@ -6,3 +6,7 @@ register_env("agentrl/GuessNumber-v0", entry_point="envs.guess_number:GuessNumbe
 register_env("agentrl/MagicWord-v0", entry_point="envs.magic_word:MagicWord")
 register_env("agentrl/CodeExec-v0", entry_point="envs.code_exec:CodeExecEnv")
 register_env("agentrl/ToolUse-v0", entry_point="envs.tool_use:ToolUseEnv")
+register_env("agentrl/McpTools-v0", entry_point="envs.interop.mcp_env:McpToolsEnv")
+register_env("agentrl/OpenEnv-v0", entry_point="envs.interop.openenv_env:OpenEnvEnv")
+register_env("agentrl/Harbor-v0", entry_point="envs.interop.harbor:HarborEnv")
+register_env("agentrl/Verifiers-v0", entry_point="envs.interop.verifiers_env:VerifiersEnv")

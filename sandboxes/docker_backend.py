@@ -148,6 +148,10 @@ class DockerSandbox(Sandbox):
         tmpfs = {
             cfg.workdir: f"rw,{exec_flag},nosuid,nodev,size={cfg.workdir_size_bytes},mode=0700,{owner}",
             "/tmp": f"rw,noexec,nosuid,nodev,size={cfg.tmp_size_bytes},mode=1777",
+            **{
+                path: f"rw,{exec_flag},nosuid,nodev,size={size},mode=0700,{owner}"
+                for path, size in cfg.extra_tmpfs.items()
+            },
         }
         try:
             return self._client.containers.run(
@@ -178,7 +182,7 @@ class DockerSandbox(Sandbox):
             "workdir": cfg.workdir,
             "max_output_bytes": cfg.max_output_bytes,
             "max_read_bytes": cfg.max_read_bytes,
-            "wipe_dirs": [cfg.workdir, "/tmp"],
+            "wipe_dirs": [cfg.workdir, "/tmp", *cfg.extra_tmpfs],
             "kill_background": cfg.kill_background,
             "rlimits": {},
         }

@@ -108,7 +108,7 @@ async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], ma
         print(
             f"[rollout] step {step}: {len(batch.groups)} groups, {len(batch.dropped)} dropped, "
             f"{int(m.get('rollout/episodes_aborted', 0))} partial, {int(m.get('rollout/episodes_resumed', 0))} "
-            "resumed, "
+            f"resumed, {int(m.get('rollout/episodes_restarted', 0))} restarted, "
             f"{m.get('rollout/tokens_per_s', 0.0):.0f} tok/s",
             flush=True,
         )
