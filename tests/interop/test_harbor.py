@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[HarborEnv]:
-    from envs.code_exec.sandboxing import docker_ready
+    from sandboxes import docker_available
 
-    if not docker_ready({"kind": "docker"}):
+    if not docker_available():
         pytest.skip("no Docker engine with the sandbox image (run scripts/docker_setup.sh)")
     harbor = HarborEnv(max_turns=3)
     yield harbor
