@@ -2,7 +2,9 @@
 
 Each step's complete groups (and dropped groups) are appended to the JSONL file, fsynced, and only
 then committed in the buffer; on ``--resume`` groups already in the file are not written again,
-so a job killed at any moment still yields every task exactly once.
+so a job killed at any moment still yields every task exactly once. Committed groups then move to
+the trajectory archive (``RUN_DIR/trajectories``), as in training, so the buffer keeps only what a
+resume needs and does not grow with the job.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ async def collect(args: argparse.Namespace) -> Path:
     from agentrl.config.loader import load_config
     from agentrl.engines.factory import make_engine
     from agentrl.registry import make_env_factory
+    from agentrl.rollout.archive import TrajectoryArchive
     from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
     from agentrl.rollout.dataset import TaskDataset
     from agentrl.rollout.orchestrator import RolloutOrchestrator
@@ -104,7 +107,7 @@ async def collect(args: argparse.Namespace) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
     orchestrator = RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
     try:
-        await _loop(orchestrator, buffer, out, written, args.steps)
+        await _loop(orchestrator, TrajectoryArchive(run_dir), out, written, args.steps)
     finally:
         await orchestrator.close()
         await engine.close()
@@ -112,7 +115,8 @@ async def collect(args: argparse.Namespace) -> Path:
     return run_dir
 
 
-async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], max_steps: int | None) -> None:
+async def _loop(orchestrator: Any, archive: Any, out: Path, written: set[str], max_steps: int | None) -> None:
+    buffer = orchestrator.buffer
     step = (buffer.last_step() or 0) + 1
     done_steps = 0
     while max_steps is None or done_steps < max_steps:
@@ -126,6 +130,7 @@ async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], ma
             os.fsync(handle.fileno())
         written.update(group[0].group_id for group in batch.groups + batch.dropped if group)
         orchestrator.commit_step(step)
+        archive.archive(buffer, step)  # committed and dropped groups leave the buffer (it would grow without bound)
         m = batch.metrics
         print(
             f"[rollout] step {step}: {len(batch.groups)} groups, {len(batch.dropped)} dropped, "
