@@ -97,14 +97,19 @@ class RunReporter:
         progress.start()
         return progress, progress.add_task("starting", total=self.total, completed=start_step)
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        """Record one finished step everywhere; refresh plots every ``plot_every`` steps."""
+    def log(self, step: int, metrics: dict[str, float], *, plot: bool = True) -> None:
+        """Record one finished step everywhere; refresh plots every ``plot_every`` steps unless ``plot`` is False."""
         if not self.enabled:
             return
         self.log_extra(step, metrics)
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
-        if step % self.cfg.plot_every == 0 or step == self.total:
+        if plot:
+            self.plot(step)
+
+    def plot(self, step: int) -> None:
+        """Refresh the PNG plots when ``step`` is a multiple of ``plot_every`` or the last step."""
+        if self.enabled and (step % self.cfg.plot_every == 0 or step == self.total):
             write_plots(self.history, self.run_dir / "plots.png")
 
     def log_extra(self, step: int, metrics: dict[str, float]) -> None:
