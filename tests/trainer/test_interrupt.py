@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +17,9 @@ from agentrl.config.sections import TrainerConfig
 from agentrl.trainer.boundary import Boundary, StepBoundaries
 from agentrl.trainer.distributed import DistInfo
 from agentrl.trainer.interrupt import StopSignals
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 
 
 def _deliver(sig: signal.Signals) -> None:
@@ -61,3 +69,20 @@ def test_boundaries_checkpoint_by_step_time_end_and_stop() -> None:
             _deliver(signal.SIGINT)
         assert timed.decide(4, exhausted=False) == Boundary(save=True, stop=True)
         assert timed.stopped_at == 4
+
+
+@pytest.mark.slow
+def test_under_torchrun_every_rank_stops_at_the_boundary_one_rank_was_signalled_for(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "decisions"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"]
+    cmd += ["--master-port", str(port), str(HERE / "boundary_worker.py"), str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads(Path(f"{out}.rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["requested"] for r in ranks] == [None, "SIGTERM"]
+    expected = [{"step": 1, "save": False, "stop": False}, {"step": 2, "save": True, "stop": True}]
+    assert ranks[0]["decisions"] == ranks[1]["decisions"] == expected
