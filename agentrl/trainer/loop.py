@@ -259,17 +259,18 @@ def _save(s: Session, step: int) -> None:
 
 
 async def _close(s: Session, *, failing: bool = False) -> None:
-    """Close reporter, rollouts (envs and their sandboxes), buffer and engine, each even when another fails.
+    """Close rollouts (envs and their sandboxes), buffer, engine and reporter, each even when another fails.
 
     ``failing``: the job is already ending on an exception (an abort signal, an error); a closing
     failure is then printed instead of raised, so it cannot replace the exception that ended the job.
     """
     orchestrator, buffer = s.orchestrator, getattr(s.orchestrator, "buffer", None)
+    # Sandboxes first: on an abort they are what a slow close (plots, wandb) must not hold up.
     closers = [
-        s.reporter.close,
         orchestrator and orchestrator.close,
         buffer and buffer.close,
         s.engine and s.engine.close,
+        s.reporter.close,
     ]
     errors: list[Exception] = []
     for close in filter(None, closers):

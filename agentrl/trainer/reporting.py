@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config.sections import LoggingConfig
+from agentrl.disk import write_text_durably
 from agentrl.trainer.plots import write_plots
 
 METRICS_FILE = "metrics.jsonl"
@@ -59,7 +60,7 @@ class RunReporter:
         self.history = [r for r in read_metrics(run_dir) if r.get("step", 0) <= start_step] if enabled else []
         if enabled:  # steps after the checkpoint will be redone: drop them so the file equals an uninterrupted run's
             text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.history)
-            (run_dir / METRICS_FILE).write_text(text)
+            write_text_durably(run_dir / METRICS_FILE, text)  # a kill mid-rewrite must not truncate the history
         self._wandb = self._init_wandb(config) if enabled else None
         self._progress, self._task = self._init_progress(start_step) if enabled and cfg.progress else (None, None)
 
