@@ -227,6 +227,12 @@ class TrainerConfig(StrictModel):
         "materialised at once.",
     )
     save_every: int = Field(10, ge=1, description="Checkpoint every N steps (and at the end).")
+    save_every_s: float | None = Field(
+        600.0,
+        gt=0.0,
+        description="Also checkpoint at the first step boundary this many seconds after the last checkpoint (or the "
+        "job's start), so a killed job loses at most about this long plus one step; null: by step count only.",
+    )
     keep_checkpoints: int = Field(2, ge=1, description="How many recent checkpoints to keep.")
     seed: int = Field(0, description="Seed of torch, python and numpy RNGs.")
     deterministic: bool = Field(

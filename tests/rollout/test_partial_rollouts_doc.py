@@ -7,12 +7,12 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from agentrl.config.sections import AlgorithmConfig, RolloutConfig
+from agentrl.config.sections import AlgorithmConfig, RolloutConfig, TrainerConfig
 from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
 from agentrl.rollout.fingerprint import rollout_fingerprints
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "partial-rollouts.md"
-SECTIONS = {"rollout": RolloutConfig, "algorithm": AlgorithmConfig}
+SECTIONS = {"rollout": RolloutConfig, "algorithm": AlgorithmConfig, "trainer": TrainerConfig}
 
 
 def test_config_table_names_real_keys_with_their_defaults() -> None:
