@@ -111,6 +111,11 @@ def _section_problems(exc: ValidationError, config_cls: type[EngineConfig], kind
     problems = []
     for error in exc.errors():
         field = str(error["loc"][0]) if error["loc"] else ""
+        nested = (error.get("ctx") or {}).get("error")
+        if isinstance(nested, ProblemsError):  # a nested engine section (a wrapping backend's inner one)
+            where = ".".join(["engine", *map(str, error["loc"])])
+            problems.extend(Problem(where + p.key.removeprefix("engine"), p.message, p.fix) for p in nested.problems)
+            continue
         owners = _owners(field) if error["type"] == "extra_forbidden" else []
         if owners:
             problems.append(
