@@ -83,6 +83,12 @@ class RolloutConfig(StrictModel):
         description="An env/sandbox/engine error in an episode: drop that episode's group from the step (recorded), or "
         "fail the step.",
     )
+    engine_retries: int = Field(
+        3,
+        ge=0,
+        description="With on_failure: drop, groups a step may drop for an engine error while the engine stays "
+        "healthy (each one is replaced by a fresh group); one more ends the step with an error naming the failure.",
+    )
     template_mismatch: Literal["error", "new_segment"] = Field(
         "error",
         description="A chat template that cannot extend the history as an exact prefix: fail, or start a new token "

@@ -22,8 +22,9 @@ from agentrl.engines.base import (
     new_request_id,
 )
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
+from agentrl.engines.embedded.requests import Request
 from agentrl.engines.embedded.runner import ModelRunner
-from agentrl.engines.embedded.scheduler import Request, Scheduler
+from agentrl.engines.embedded.scheduler import Scheduler
 from agentrl.engines.embedded.weights import load_safetensors_dir
 from agentrl.errors import EngineError, ModelLoadError
 
