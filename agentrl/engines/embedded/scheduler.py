@@ -325,13 +325,13 @@ class Scheduler:
         self._running = []
         self._live.clear()
         self._plan = None
-        self.prefix_cache.clear()  # a failure mid-copy may have left an entry half-written
-        self.runner.clear()
         error = EngineError(f"embedded engine step failed: {type(exc).__name__}: {exc}")
         with self._cond:
             for req in victims:
                 self._by_id.pop(req.rid, None)
                 deliver(req, error)
+        self.prefix_cache.clear()  # a failure mid-copy may have left an entry half-written
+        self.runner.clear()  # if this raises too, the loop dies and _shutdown fails everything else
 
     def _shutdown(self, died: Exception | None) -> None:
         """Return every pending request: aborted when the engine closes, an EngineError when the loop died."""
