@@ -76,8 +76,8 @@ def _sync(device: str) -> None:
 
 def decode_bench(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Engine vs generate() tokens/s at batch x new tokens, and the engine's logprob gap to an HF forward."""
-    from agentrl.config.sections import EngineConfig
     from agentrl.engines.base import SamplingParams
+    from agentrl.engines.embedded.config import EmbeddedEngineConfig
     from agentrl.engines.embedded.engine import EmbeddedEngine
 
     vocab = model.config.vocab_size
@@ -95,7 +95,7 @@ def decode_bench(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespac
     engine = EmbeddedEngine(
         model,
         tokenizer,
-        EngineConfig(max_batch_size=args.batch, max_seq_len=args.prompt_tokens + args.new_tokens + 8, seed=0),
+        EmbeddedEngineConfig(max_batch_size=args.batch, max_seq_len=args.prompt_tokens + args.new_tokens + 8, seed=0),
     )
     sampling = SamplingParams(max_new_tokens=args.new_tokens, ignore_eos=True)
 

@@ -100,7 +100,13 @@ def test_cross_field_checks_say_what_to_set() -> None:
     with pytest.raises(ConfigError) as info:
         load_config(
             TINY,
-            ["engine.kind=sglang", "rollout.max_new_tokens=300", "engine.max_seq_len=128", "trainer.mini_batches=9"],
+            [
+                "engine.kind=sglang",
+                "engine.max_batch_size=null",  # tiny_debug's embedded-only setting
+                "rollout.max_new_tokens=300",
+                "engine.max_seq_len=128",
+                "trainer.mini_batches=9",
+            ],
         )
     message = str(info.value)
     assert "engine.urls: engine.kind is 'sglang' but no server URL is given -> set engine.urls" in message

@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from agentrl.config.problems import Problem, problems_from_errors, raise_problems
-from agentrl.config.run import CrossFieldError, RunConfig
+from agentrl.config.problems import Problem, ProblemsError, problems_from_errors, raise_problems
+from agentrl.config.run import RunConfig
 from agentrl.config.sections import EnvConfig
 from agentrl.errors import ConfigError
 
@@ -89,7 +89,7 @@ def _validation_problems(exc: ValidationError) -> list[Problem]:
     field_errors = []
     for error in exc.errors():
         cause = (error.get("ctx") or {}).get("error")
-        if isinstance(cause, CrossFieldError):
+        if isinstance(cause, ProblemsError):
             problems.extend(cause.problems)
         else:
             field_errors.append(error)

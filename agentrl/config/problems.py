@@ -2,7 +2,8 @@
 
 ``problems_from_validation`` turns a pydantic ``ValidationError`` into problems (with did-you-mean
 for misspelt keys and the field's documentation as the fix); ``raise_problems`` raises one
-``ConfigError`` listing all of them.
+``ConfigError`` listing all of them. A validator that finds its own problems raises ``ProblemsError``,
+which the loader unpacks, so they keep their dotted keys.
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ def problems_from_validation(
 ) -> list[Problem]:
     """One ``Problem`` per pydantic error, keyed by dotted path (``prefix`` prepended)."""
     return problems_from_errors(exc.errors(), model, prefix)
+
+
+class ProblemsError(ValueError):
+    """Raised inside pydantic validation with structured problems; ``agentrl.config.loader`` reports each."""
+
+    def __init__(self, problems: Sequence[Problem], source: str = "config") -> None:
+        self.problems = list(problems)
+        super().__init__(format_problems(self.problems, source=source))
 
 
 def format_problems(problems: Sequence[Problem], source: str = "config") -> str:

@@ -6,13 +6,14 @@ different sections. All problems are reported together, each with its dotted key
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Any
+
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from agentrl.config.base import StrictModel
-from agentrl.config.problems import Problem, format_problems
+from agentrl.config.problems import Problem, ProblemsError
 from agentrl.config.sections import (
     AlgorithmConfig,
-    EngineConfig,
     EnvConfig,
     EvalConfig,
     LoggingConfig,
@@ -20,21 +21,25 @@ from agentrl.config.sections import (
     RolloutConfig,
     TrainerConfig,
 )
+from agentrl.engines.config import EngineConfig
+from agentrl.engines.registry import default_engine_config, parse_engine_config
 
 
-class CrossFieldError(ValueError):
+class CrossFieldError(ProblemsError):
     """Raised by ``RunConfig`` validation; carries the structured problems for the loader."""
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__(format_problems(problems, source="run config"))
+        super().__init__(problems, source="run config")
 
 
 class RunConfig(StrictModel):
     """A complete, validated run configuration (load it with ``agentrl.config.loader.load_config``)."""
 
     model: ModelConfig = Field(description="The policy model (a local Hugging Face directory).")
-    engine: EngineConfig = Field(default_factory=EngineConfig, description="The inference engine rollouts sample from.")
+    engine: SerializeAsAny[EngineConfig] = Field(
+        default_factory=default_engine_config,
+        description="The inference engine rollouts sample from: one backend's settings, chosen by engine.kind.",
+    )
     env: EnvConfig = Field(description="The environment (registry id or module:Class) and its kwargs.")
     rollout: RolloutConfig = Field(
         default_factory=RolloutConfig, description="Episode collection per step, partial rollouts."
@@ -48,16 +53,8 @@ class RunConfig(StrictModel):
 
     def cross_field_problems(self) -> list[Problem]:
         """Problems that involve more than one section (empty when the config is consistent)."""
-        problems: list[Problem] = []
         engine, rollout = self.engine, self.rollout
-        if engine.kind == "sglang" and not engine.urls:
-            problems.append(
-                Problem(
-                    "engine.urls",
-                    "engine.kind is 'sglang' but no server URL is given",
-                    "set engine.urls: [http://HOST:30000] or use engine.kind: embedded",
-                )
-            )
+        problems: list[Problem] = list(engine.problems())  # the backend owns its own checks
         if rollout.max_new_tokens >= rollout.max_episode_tokens:
             problems.append(
                 Problem(
@@ -87,6 +84,11 @@ class RunConfig(StrictModel):
                 )
             )
         return problems
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine_backend(cls, value: Any) -> EngineConfig:
+        return parse_engine_config(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:

@@ -1,6 +1,7 @@
-"""Config sections of a run: model, engine, env, rollout, algorithm, trainer, logging.
+"""Config sections of a run: model, env, rollout, algorithm, trainer, logging, eval.
 
-Each field is documented once, here. Cross-field checks live in ``agentrl.config.run``.
+Each field is documented once, here; the engine section is one model per backend
+(``agentrl.engines.registry``). Cross-field checks live in ``agentrl.config.run``.
 """
 
 from __future__ import annotations
@@ -24,67 +25,6 @@ class ModelConfig(StrictModel):
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="Where the trainer (and embedded engine) run: auto = cuda if available."
-    )
-
-
-class EngineConfig(StrictModel):
-    """The inference engine rollouts sample from."""
-
-    kind: Literal["embedded", "sglang"] = Field(
-        "embedded", description="embedded: in-process torch engine; sglang: SGLang servers over HTTP."
-    )
-    urls: list[str] = Field(
-        default_factory=list, description="SGLang server base URLs (kind=sglang), e.g. http://10.0.0.5:30000."
-    )
-    routing: Literal["round_robin", "least_loaded"] = Field(
-        "least_loaded", description="How requests are spread over several SGLang servers."
-    )
-    max_batch_size: int = Field(
-        64, ge=1, description="Embedded engine: most sequences decoded together in one forward pass."
-    )
-    max_seq_len: int = Field(4096, ge=16, description="Longest prompt + completion the engine accepts (tokens).")
-    weight_update: Literal["finish_old", "abort"] = Field(
-        "finish_old",
-        description="Requests in flight at a weight update: finish under the old weights, or abort (partial output "
-        "returned).",
-    )
-    request_timeout_s: float = Field(600.0, gt=0, description="SGLang backend: HTTP timeout of one /generate call.")
-    max_retries: int = Field(3, ge=0, description="SGLang backend: retries with backoff on connection errors and 5xx.")
-    weights_dir: str | None = Field(
-        None,
-        description="SGLang backend: directory both trainer and servers can read, where synced weights are written "
-        "(default: <run_dir>/weights).",
-    )
-    seed: int = Field(0, description="Seed of the embedded engine's sampler.")
-    prefix_cache_tokens: int = Field(
-        16384,
-        ge=0,
-        description="Embedded engine: most tokens of finished (or aborted) requests whose keys/values are kept, so a "
-        "prompt extending one (the next turn, a resumed partial rollout) prefills only its new tokens; 0 disables. "
-        "Memory: tokens x layers x 2 x kv_heads x head_dim x dtype bytes. Flushed at every weight update.",
-    )
-    share_prefixes: bool = Field(
-        True,
-        description="Embedded engine: a request whose prompt shares a head with a running one (a group's G copies of a "
-        "prompt, a long common system prompt) copies that head's keys/values instead of recomputing them; joining one "
-        "step later when the head is being computed in the same step.",
-    )
-    max_prefill_tokens: int = Field(
-        8192,
-        ge=16,
-        description="Embedded engine: most (padded) prompt tokens prefilled in one forward pass when requests join the "
-        "batch.",
-    )
-    weight_sync: Literal["disk", "tensor"] = Field(
-        "disk",
-        description="SGLang backend, state-dict updates: disk = safetensors in weights_dir + "
-        "/update_weights_from_disk; tensor = /update_weights_from_tensor (torch IPC handles: same host only, "
-        "colocated).",
-    )
-    allow_truncated_sampling: bool = Field(
-        False,
-        description="SGLang backend: allow top_p < 1 / top_k > 0 requests, whose returned logprobs are not the "
-        "behaviour logprobs (fine for eval, biased for training).",
     )
 
 
@@ -149,6 +89,12 @@ class RolloutConfig(StrictModel):
         le=1.0,
         description="on_failure=drop: most fraction of a step's groups that may be dropped (dropped / (dropped + "
         "trained)); past it the run stops with the last errors, as soon as that is certain. 1 never stops.",
+    )
+    engine_retries: int = Field(
+        3,
+        ge=0,
+        description="With on_failure: drop, groups a step may drop for an engine error while the engine stays "
+        "healthy (each one is replaced by a fresh group); one more ends the step with an error naming the failure.",
     )
     template_mismatch: Literal["error", "new_segment"] = Field(
         "error",

@@ -17,9 +17,10 @@ from typing import Any
 
 import aiohttp
 
-from agentrl.config.sections import EngineConfig
-from agentrl.engines.base import GenerateResult, LogprobSemantics, SamplingParams, new_request_id
+from agentrl.engines.base import GenerateResult, LogprobSemantics, ModelIdentity, SamplingParams, new_request_id
+from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_wire import parse_reply, sampling_to_json, version_to_wire
+from agentrl.engines.weight_dirs import publish_weights
 from agentrl.errors import EngineConfigError, EngineError
 
 _ABORT_WAIT_S = 10.0  # abort() re-sends until its targets return (an abort can race the request)
@@ -31,13 +32,14 @@ class SGLangEngine:
 
     semantics = LogprobSemantics.TEMPERED_FULL_VOCAB
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: SGLangEngineConfig, *, model_path: str | None = None) -> None:
         if not config.urls:
             raise EngineConfigError(
                 "engine.kind=sglang needs engine.urls, e.g. ['http://127.0.0.1:30000']; start a server with "
                 "scripts/launch_sglang.sh"
             )
         self.config = config
+        self.model_path = model_path  # what the servers serve (the run's model.path), for model_identity
         self.urls = [u.rstrip("/") for u in config.urls]
         self.server_info: dict[str, dict[str, Any]] = {}
         self._version = 0
@@ -229,11 +231,14 @@ class SGLangEngine:
             )
         from safetensors.torch import save_file
 
-        out = Path(self.config.weights_dir) / f"v{version:08d}"
-        out.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}  # clone: no shared storage
-        save_file(tensors, str(out / "model.safetensors"))
-        return out
+        return publish_weights(
+            self.config.weights_dir, version, lambda d: save_file(tensors, str(d / "model.safetensors"))
+        )
+
+    def model_identity(self) -> ModelIdentity:
+        """The model directory the run config names (the servers' own paths may differ); no config read here."""
+        return ModelIdentity(path=self.model_path)
 
     async def health(self) -> bool:
         """True when every server answers /health with 200."""

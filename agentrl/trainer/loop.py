@@ -132,9 +132,7 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
     if dist.is_main:
         engine, orchestrator = _rollout_side(cfg, run_dir, tokenizer)
     if start:  # the engine loaded the base weights: bring it to the checkpoint's policy
-        await sync_weights(
-            engine, lm, start, transport=_transport(cfg), weights_root=_weights_root(cfg, run_dir), dist=dist
-        )
+        await sync_weights(engine, lm, start, transport=cfg.engine.weight_transport(run_dir), dist=dist)
     reporter = RunReporter(
         run_dir,
         cfg.logging,
@@ -155,16 +153,6 @@ def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, A
 
     stack = build_rollout_stack(cfg, run_dir, tokenizer, prepare_engine=prepare)
     return stack.engine, stack.orchestrator
-
-
-def _transport(cfg: RunConfig) -> str:
-    """state_dict: the in-process engine, or SGLang servers taking tensors (engine.weight_sync: tensor,
-    colocated); disk: safetensors in the weights directory the servers load."""
-    return "state_dict" if cfg.engine.kind == "embedded" or cfg.engine.weight_sync == "tensor" else "disk"
-
-
-def _weights_root(cfg: RunConfig, run_dir: Path) -> Path:
-    return Path(cfg.engine.weights_dir) if cfg.engine.weights_dir else run_dir / "weights"
 
 
 def _broadcast(obj: Any, dist: DistInfo) -> Any:
@@ -193,9 +181,7 @@ async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list
             break
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
         train_metrics = s.updater.update(rows)
-        sync_s = await sync_weights(
-            s.engine, s.lm, step, transport=_transport(cfg), weights_root=_weights_root(cfg, s.run_dir), dist=s.dist
-        )
+        sync_s = await sync_weights(s.engine, s.lm, step, transport=cfg.engine.weight_transport(s.run_dir), dist=s.dist)
         if s.dist.is_main:
             s.orchestrator.commit_step(step)
             if s.orchestrator.buffer is not None:  # trained groups leave the buffer (and later checkpoints)

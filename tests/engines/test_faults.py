@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 from engine_harness import ServedEngine, run_async
 
-from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import SamplingParams
+from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.errors import EngineConfigError, EngineError
 
@@ -29,9 +29,7 @@ def _free_port() -> int:
 
 
 def _client(url: str, **overrides: Any) -> SGLangEngine:
-    return SGLangEngine(
-        EngineConfig(**{"kind": "sglang", "urls": [url], "max_retries": 2, "request_timeout_s": 30, **overrides})
-    )
+    return SGLangEngine(SGLangEngineConfig(**{"urls": [url], "max_retries": 2, "request_timeout_s": 30, **overrides}))
 
 
 def test_unreachable_server_names_the_url() -> None:

@@ -83,14 +83,14 @@ def test_info_health_flush_and_disk_update_routes(served: ServedEngine, tiny_mod
 def test_requests_spread_over_several_servers(tiny_model_dir: Path, routing: str) -> None:
     from engine_harness import run_async
 
-    from agentrl.config.sections import EngineConfig
     from agentrl.engines.base import SamplingParams
+    from agentrl.engines.sglang_config import SGLangEngineConfig
     from agentrl.engines.sglang_http import SGLangEngine
 
     inners = [build_embedded(tiny_model_dir), build_embedded(tiny_model_dir)]
     try:
         with ServedEngine(inners[0]) as a, ServedEngine(inners[1]) as b:
-            client = SGLangEngine(EngineConfig(kind="sglang", urls=[a.url, b.url], routing=routing))
+            client = SGLangEngine(SGLangEngineConfig(urls=[a.url, b.url], routing=routing))
 
             async def body() -> list[Any]:
                 params = SamplingParams(max_new_tokens=20, ignore_eos=True)
