@@ -36,8 +36,18 @@ class EngineConfig(StrictModel):
     urls: list[str] = Field(
         default_factory=list, description="SGLang server base URLs (kind=sglang), e.g. http://10.0.0.5:30000."
     )
-    routing: Literal["round_robin", "least_loaded"] = Field(
-        "least_loaded", description="How requests are spread over several SGLang servers."
+    routing: Literal["sticky", "least_loaded", "round_robin"] = Field(
+        "sticky",
+        description="How requests are spread over several SGLang URLs: sticky sends a prompt to the server that "
+        "served its prefix (an episode's earlier turn: prefix-cache locality) unless that server is overloaded "
+        "(see sticky_load_slack), else the least-loaded one; least_loaded ignores locality. Behind one "
+        "sglang-router URL the router decides (its cache-aware policy).",
+    )
+    sticky_load_slack: int = Field(
+        4,
+        ge=0,
+        description="SGLang backend, sticky routing: a server with more than this many requests in flight above "
+        "the least-loaded server gets no sticky request (sglang-router's balance_abs_threshold).",
     )
     max_batch_size: int = Field(
         64, ge=1, description="Embedded engine: most sequences decoded together in one forward pass."

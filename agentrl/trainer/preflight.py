@@ -27,7 +27,8 @@ def check_model(cfg: RunConfig) -> list[str]:
 
 
 async def check_engine(cfg: RunConfig) -> list[str]:
-    """SGLang: every server is healthy and returns training-grade logprobs. Embedded: loads at start."""
+    """SGLang: every server (and every worker behind a router) is healthy, its settings and weight version are
+    training-grade; what HTTP cannot show is said, not passed silently. Embedded: loads at start."""
     if cfg.engine.kind == "embedded":
         return [f"engine embedded (loads {cfg.model.path} in process on {cfg.model.device})"]
     from agentrl.engines.sglang_http import SGLangEngine
@@ -39,10 +40,9 @@ async def check_engine(cfg: RunConfig) -> list[str]:
                 f"SGLang servers {cfg.engine.urls} are not all healthy (GET /health != 200); start them with "
                 "scripts/launch_sglang.sh and retry"
             )
-        await engine.probe()
+        return await engine.probe()
     finally:
         await engine.close()
-    return [f"engine sglang: {url} healthy, logprobs log_softmax(logits / T)" for url in cfg.engine.urls]
 
 
 def check_env(cfg: RunConfig) -> list[str]:
