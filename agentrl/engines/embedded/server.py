@@ -2,7 +2,8 @@
 
 Same routes and JSON shapes as SGLang 0.5.x (shared/SGLANG.md §1), so ``SGLangEngine`` is tested end to
 end against a real server: /generate (single and batched), /abort_request (rid prefix, abort_all),
-/update_weights_from_disk|tensor, /flush_cache, /health, /health_generate, /model_info, /server_info.
+/update_weights_from_disk|tensor, /flush_cache, /health, /health_generate, /model_info, /server_info, and
+the OpenAI-compatible /v1/models, /v1/completions, /v1/chat/completions (``openai_routes.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from aiohttp import web
 import agentrl
 from agentrl.engines.base import GenerateResult, new_request_id
 from agentrl.engines.embedded.engine import EmbeddedEngine
+from agentrl.engines.embedded.openai_routes import add_openai_routes
 from agentrl.engines.sglang_wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
 from agentrl.engines.tensor_wire import deserialize_named_tensors
 from agentrl.errors import EngineError
@@ -46,6 +48,7 @@ def create_app(engine: EmbeddedEngine) -> web.Application:
             web.get("/get_server_info", _server_info),
         ]
     )
+    add_openai_routes(app, ENGINE_KEY)
     return app
 
 
