@@ -136,11 +136,12 @@ def test_worker_killed_mid_step(
 
 def test_router_lacks_abort_and_update_routes_and_lists_its_workers(cluster: dict[str, Any]) -> None:
     router = cluster["router"]
-    request = urllib.request.Request(router + "/abort_request", data=b'{"abort_all": true}', method="POST")
-    request.add_header("Content-Type", "application/json")
-    with pytest.raises(urllib.error.HTTPError) as missing:
-        urllib.request.urlopen(request, timeout=5)
-    assert missing.value.code == 404  # the reason aborts go to the workers
+    for path in ("/abort_request", "/update_weights_from_disk", "/update_weights_from_tensor", "/pause_generation"):
+        request = urllib.request.Request(router + path, data=b'{"abort_all": true}', method="POST")
+        request.add_header("Content-Type", "application/json")
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(request, timeout=5)
+        assert missing.value.code == 404, path  # the reason aborts and updates go to the workers
     status, body = _get(router + "/workers")
     assert status == 200 and sorted(w["url"] for w in body["workers"]) == sorted(w[1] for w in cluster["workers"])
 
