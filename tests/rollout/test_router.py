@@ -57,6 +57,7 @@ def _start_router(workers: list[str]) -> tuple[subprocess.Popen[bytes], str]:
             pass
         time.sleep(0.3)
     proc.kill()
+    proc.wait(timeout=20)
     raise AssertionError("sglang-router did not see its workers within 90 s")
 
 
@@ -71,11 +72,18 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _cluster(model_dir: Path) -> Iterator[dict[str, Any]]:
-    workers = [_serve(model_dir), _serve(model_dir)]
-    router, url = _start_router([w[1] for w in workers])
-    yield {"router": url, "workers": workers}
-    for proc in [router, *(w[0] for w in workers)]:
-        _stop(proc)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:  # whatever started is stopped, also when a later start fails
+        workers = []
+        for _ in range(2):
+            workers.append(_serve(model_dir))
+            procs.append(workers[-1][0])
+        router, url = _start_router([w[1] for w in workers])
+        procs.insert(0, router)
+        yield {"router": url, "workers": workers}
+    finally:
+        for proc in procs:
+            _stop(proc)
 
 
 @pytest.fixture(scope="module")
