@@ -207,7 +207,11 @@ def test_aborts_fail_loudly_when_no_worker_knows_the_route(tmp_path: Path) -> No
 
     async def scenario() -> None:
         app = web.Application()
-        app.add_routes([web.get("/health", lambda r: web.Response(text="OK"))])
+
+        async def ok(request: web.Request) -> web.Response:
+            return web.Response(text="OK")
+
+        app.add_routes([web.get("/health", ok)])
         runner = web.AppRunner(app)
         await runner.setup()
         port = _free_port()
