@@ -28,4 +28,14 @@ if ! .venv-openenv/bin/python -c "import openenv.core" 2>/dev/null; then
   "$PY" -m venv .venv-openenv
   .venv-openenv/bin/pip install -q "openenv==0.10.0" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
 fi
+# SGLang 0.5.23's own code for the tests that run it (its ServerArgs parser, its tensor deserializer), outside
+# the venv's import path: --no-deps, plus triton (`import sglang` needs it; ~1 GB) and what those modules import.
+sglang_dir=.venv/sglang-0.5.23
+if [ ! -f "$sglang_dir/.complete" ]; then
+  echo "[setup] installing SGLang 0.5.23's source (no dependencies) into $sglang_dir"
+  rm -rf "$sglang_dir"
+  .venv/bin/pip install -q --no-deps --target "$sglang_dir" "sglang==0.5.23" "triton==3.9.0" "msgspec==0.23.0" \
+    "pybase64==1.5.1" "pyzmq==27.3.0" "ipython==9.18.1" "traitlets==5.16.1" 2>&1 | grep -v "is ignored" || true
+  PYTHONPATH="$sglang_dir" .venv/bin/python -c "from sglang.srt.server_args import ServerArgs" && touch "$sglang_dir/.complete"
+fi
 echo "[setup] python environment ready: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

@@ -24,8 +24,18 @@ class SGLangEngineConfig(EngineConfig):
     urls: list[str] = Field(
         default_factory=list, description="Server base URLs, e.g. http://10.0.0.5:30000 (at least one)."
     )
-    routing: Literal["round_robin", "least_loaded"] = Field(
-        "least_loaded", description="How requests are spread over several servers."
+    routing: Literal["sticky", "least_loaded", "round_robin"] = Field(
+        "sticky",
+        description="How requests are spread over several URLs: sticky sends a prompt to the server that served its "
+        "prefix (an episode's earlier turn: prefix-cache locality) unless that server is overloaded (see "
+        "sticky_load_slack), else the least-loaded one; least_loaded ignores locality. Behind one sglang-router URL "
+        "the router decides (its cache-aware policy).",
+    )
+    sticky_load_slack: int = Field(
+        4,
+        ge=0,
+        description="Sticky routing: a server with more than this many requests in flight above the least-loaded "
+        "server gets no sticky request (sglang-router's balance_abs_threshold).",
     )
     request_timeout_s: float = Field(600.0, gt=0, description="HTTP timeout of one /generate call.")
     max_retries: int = Field(3, ge=0, description="Retries with backoff on connection errors and 5xx.")
@@ -69,7 +79,8 @@ class SGLangEngineConfig(EngineConfig):
         return DiskTransport(Path(self.weights_dir) if self.weights_dir else Path(run_dir) / "weights")
 
     async def preflight(self, model: ModelConfig) -> list[str]:
-        """Every server answers /health and returns training-grade logprobs (/server_info)."""
+        """Every server (and every worker behind a router) is healthy, its settings and weight version are
+        training-grade; what HTTP cannot show is said in the returned lines, not passed silently."""
         engine: Any = self.build(model)  # an SGLangEngine: probe() is its own
         try:
             if not await engine.health():
@@ -77,7 +88,6 @@ class SGLangEngineConfig(EngineConfig):
                     f"SGLang servers {self.urls} are not all healthy (GET /health != 200); start them with "
                     "scripts/launch_sglang.sh and retry"
                 )
-            await engine.probe()
+            return list(await engine.probe())
         finally:
             await engine.close()
-        return [f"engine sglang: {url} healthy, logprobs log_softmax(logits / T)" for url in self.urls]

@@ -21,7 +21,7 @@ from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.env import MultiTurnEnv
-from agentrl.errors import RolloutError
+from agentrl.errors import EngineConfigError, RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset, task_seed
 from agentrl.rollout.drop_alarm import DropAlarm, drop_rate
@@ -260,6 +260,8 @@ class RolloutOrchestrator:
             if rids:
                 try:
                     await self.engine.abort(rids)
+                except EngineConfigError as exc:  # aborts are impossible: waiting would stall every boundary
+                    raise RolloutError(f"cannot abort the step's in-flight requests: {exc}") from exc
                 except Exception:  # a dead engine cannot abort; its generate calls fail on their own
                     pass
             # Re-abort periodically: a request may reach a remote engine after its abort did.

@@ -89,11 +89,21 @@ def test_truncated_sampling_refused_for_training(served: ServedEngine) -> None:
     assert len(result.output_ids) >= 1
 
 
-def test_original_logprob_setting_refused(served: ServedEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_only_setting_is_reported_not_read_from_the_client(
+    served: ServedEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SGLANG_RETURN_ORIGINAL_LOGPROB is the server's environment: the client's says nothing about it, and
+    the dry-run lines say it cannot be checked over HTTP instead of passing it silently."""
     monkeypatch.setenv("SGLANG_RETURN_ORIGINAL_LOGPROB", "true")
     client = _client(served.url)
-    with pytest.raises(EngineConfigError, match="SGLANG_RETURN_ORIGINAL_LOGPROB"):
-        run_async(client, lambda: client.generate([1, 2], SamplingParams(max_new_tokens=2)))
+
+    async def body() -> tuple[list[str], Any]:
+        return await client.probe(), await client.generate([1, 2], SamplingParams(max_new_tokens=2))
+
+    lines, result = run_async(client, body)
+    assert len(result.output_ids) >= 1
+    assert any("SGLANG_RETURN_ORIGINAL_LOGPROB" in line and "not visible over HTTP" in line for line in lines)
+    assert any(served.url in line and "tp_size 1" in line and "weight_version 0" in line for line in lines)
 
 
 def test_rid_prefix_abort_and_queued_reply_shape(served: ServedEngine) -> None:

@@ -103,7 +103,8 @@ def test_live_server_passes_health_and_logprob_checks(tiny_model_dir: Path) -> N
     finally:
         server.terminate()
         server.wait(timeout=30)
-    assert any(url in line and "healthy" in line for line in lines), lines
+    assert any(url in line and "log_softmax(logits / T)" in line and "weight_version 0" in line for line in lines)
+    assert any("SGLANG_RETURN_ORIGINAL_LOGPROB" in line and "not checked" in line for line in lines), lines
 
 
 def test_env_preflight_failure_stops_the_dry_run(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
