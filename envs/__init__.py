@@ -6,3 +6,4 @@ register_env("agentrl/GuessNumber-v0", entry_point="envs.guess_number:GuessNumbe
 register_env("agentrl/MagicWord-v0", entry_point="envs.magic_word:MagicWord")
 register_env("agentrl/CodeExec-v0", entry_point="envs.code_exec:CodeExecEnv")
 register_env("agentrl/ToolUse-v0", entry_point="envs.tool_use:ToolUseEnv")
+register_env("agentrl/CodeAgent-v0", entry_point="envs.code_agent:CodeAgentEnv")

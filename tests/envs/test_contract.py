@@ -13,7 +13,10 @@ from agentrl.env import MultiTurnEnv
 
 ENV_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("agentrl/"))
 # Keep sandboxed envs on the process backend here: the contract is about the env, not Docker.
-KWARGS = {"agentrl/CodeExec-v0": {"sandbox": {"kind": "process"}}}
+KWARGS = {
+    "agentrl/CodeExec-v0": {"sandbox": {"kind": "process"}},
+    "agentrl/CodeAgent-v0": {"sandbox": {"kind": "process"}},
+}
 
 
 def test_bundled_envs_are_registered() -> None:
