@@ -23,7 +23,7 @@ from envs.code_tasks.task import GeneratedTask
 
 Split = Literal["train", "test_instances", "test_kinds", "test", "all"]
 # One held-out family per domain that has enough families to spare one.
-DEFAULT_HELDOUT = ("rotate", "windows", "fizzbuzz", "parse_numbers")
+DEFAULT_HELDOUT = ("predicates", "rotate", "windows", "fizzbuzz", "parse_numbers")
 _MAX_DRAWS = 400
 
 
@@ -41,16 +41,19 @@ class GeneratorConfig(BaseModel):
     heldout_families: tuple[str, ...] = Field(
         DEFAULT_HELDOUT, description="Families never trained on (test_kinds); the others train."
     )
+    families: tuple[str, ...] | None = Field(
+        None,
+        description="Generate only these families (None: all); e.g. the one-liner 'basics' families for a small model.",
+    )
 
     @model_validator(mode="after")
     def _known_families(self) -> GeneratorConfig:
-        for name in self.heldout_families:
+        for name in (*self.heldout_families, *(self.families or ())):
             if name not in FAMILIES:
                 raise ConfigError(
-                    f"heldout_families names {name!r}, which is not a task family; known: {sorted(FAMILIES)}."
-                    + did_you_mean(name, FAMILIES)
+                    f"{name!r} is not a task family; known: {sorted(FAMILIES)}." + did_you_mean(name, FAMILIES)
                 )
-        if len(set(self.heldout_families)) >= len(FAMILIES):
+        if not set(self.families or FAMILIES) - set(self.heldout_families):
             raise ConfigError("heldout_families holds out every family, so nothing is left to train on")
         return self
 
@@ -92,7 +95,7 @@ def _interleave(groups: list[list[GeneratedTask]]) -> list[GeneratedTask]:
 @lru_cache(maxsize=8)
 def _generate(config: GeneratorConfig) -> dict[str, tuple[GeneratedTask, ...]]:
     by_split: dict[str, list[list[GeneratedTask]]] = {"train": [], "test_instances": [], "test_kinds": []}
-    for family in FAMILIES:
+    for family in config.families or tuple(FAMILIES):
         for split, tasks in _family_tasks(family, config).items():
             by_split[split].append(tasks)
     parts = {split: _interleave(groups) for split, groups in by_split.items()}

@@ -168,7 +168,7 @@ def test_made_by_gymnasium_passes_check_env_and_splits_hold_out_families() -> No
         base = env.unwrapped
         check_env(base, skip_render_check=True)
         kinds = {tid.split("/")[1] for tid in base.task_ids()}
-        assert kinds == {"rotate", "windows", "fizzbuzz", "parse_numbers"}
+        assert kinds == {"predicates", "rotate", "windows", "fizzbuzz", "parse_numbers"}
         observation, _ = env.reset(seed=0, options={"task_id": base.task_ids()[0]})
         assert "You have 3 replies" in observation[0]["content"]
         with pytest.raises(ValueError, match="Did you mean"):

@@ -113,11 +113,16 @@ def test_failure_message_shows_the_call_and_what_it_returned() -> None:
     assert str(failure.value) == f"{task.visible[0].call} returned 'nope', expected {task.visible[0].expected}"
 
 
-def test_unknown_or_total_heldout_families_are_config_errors() -> None:
+def test_a_family_subset_and_config_errors() -> None:
+    subset = GeneratorConfig(families=("arith", "slices", "predicates"), heldout_families=("predicates",))
+    assert {t.kind for t in generate_tasks(subset, "train")} == {"arith", "slices"}
+    assert {t.kind for t in generate_tasks(subset, "test_kinds")} == {"predicates"}
     with pytest.raises(ValueError, match="Did you mean 'rotate'"):
         GeneratorConfig(heldout_families=("rotat",))
+    with pytest.raises(ValueError, match="Did you mean 'slices'"):
+        GeneratorConfig(families=("slice",))
     with pytest.raises(ValueError, match="nothing is left to train on"):
-        GeneratorConfig(heldout_families=tuple(FAMILIES))
+        GeneratorConfig(families=("rotate",), heldout_families=("rotate",))
 
 
 @pytest.mark.parametrize("sandbox_kind", ["process", pytest.param("docker", marks=pytest.mark.docker)])
