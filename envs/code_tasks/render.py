@@ -6,7 +6,6 @@ was expected ("f('') returned 1, expected 0"): that message is the feedback a dr
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,11 +26,12 @@ def test_snippet(call: str, expected: str) -> str:
 
 
 def statement(signature: str, doc: str, examples: Sequence[tuple[str, str]]) -> str:
-    """The function stub with a docstring and doctest-style examples, in a python code block."""
-    body = textwrap.fill(doc, width=96, initial_indent="    ", subsequent_indent="    ").lstrip()
-    lines = [signature, f'    """{body}', ""]
-    for call, expected in examples:
-        lines += [f"    >>> {call}", f"    {expected}"]
-    lines.append('    """')
-    code = "\n".join(lines)
-    return f"Complete this Python function:\n\n```python\n{code}\n```"
+    """The task in plain words: the signature in backticks, the instruction, then ``call == value`` examples.
+
+    Not a stub with a docstring: a small model copies a docstring back verbatim, which spends its token
+    budget before the body and cuts the function off.
+    """
+    header = signature.removeprefix("def ").removesuffix(":")
+    lines = [f"Write a Python function `{header}`.", doc, "", "Examples:"]
+    lines += [f"{call} == {expected}" for call, expected in examples]
+    return "\n".join(lines)

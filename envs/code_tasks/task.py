@@ -39,7 +39,7 @@ class GeneratedTask(BaseModel):
 
     @property
     def prompt(self) -> str:
-        """The problem statement: the signature and a docstring with the visible examples."""
+        """The problem statement: signature, instruction and the visible examples."""
         return render.statement(self.signature, self.doc, [(c.call, c.expected) for c in self.visible])
 
     def visible_tests(self) -> list[str]:

@@ -41,7 +41,7 @@ def env(sandbox_kind: str) -> Iterator[CodeAgentEnv]:
 def test_draft_fails_an_example_then_a_traceback_then_the_fix_is_graded(env: CodeAgentEnv) -> None:
     task = task_of("strip_affix")
     observation, info = env.reset(seed=0, options={"task_id": task.task_id})
-    assert task.signature in observation[0]["content"] and info["entry_point"] == task.entry_point
+    assert observation[0]["content"].startswith(task.prompt) and info["entry_point"] == task.entry_point
     wrong = revealing_wrong(task)
     messages, reward, terminated, truncated, info = env.step(block(wrong))
     text = messages[0]["content"]

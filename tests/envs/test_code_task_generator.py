@@ -88,7 +88,7 @@ def test_reference_passes_every_case_and_visible_inputs_are_not_hidden() -> None
     for task in generate_tasks():
         assert all(passes(task.solution, task, task.visible_tests() + task.hidden_tests())), task.task_id
         assert not {c.call for c in task.visible} & {c.call for c in task.hidden}, task.task_id
-        assert f"`{task.entry_point}`" not in task.prompt and task.signature in task.prompt
+        assert task.prompt.startswith(f"Write a Python function `{task.entry_point}(") and task.doc in task.prompt
         assert all(c.call in task.prompt and c.expected in task.prompt for c in task.visible)
 
 
