@@ -129,6 +129,8 @@ class CodeAgentEnv(MultiTurnEnv):
         return [self._reply(parsed, output_block(text) or "(no output)")], 0.0, False, False, info
 
     def _run_draft(self, parsed: CodeAction) -> StepResult:
+        if self.draft is not None and parsed.code.strip() == self.draft.strip():
+            return self._repeated(parsed)
         ok, text, seconds = self._execute(parsed.code)
         self.draft = parsed.code
         verdicts = self._check(parsed.code)
@@ -147,6 +149,21 @@ class CodeAgentEnv(MultiTurnEnv):
             "reward_components": {"shaping": reward},
         }
         return [self._reply(parsed, report)], reward, False, False, info
+
+    def _repeated(self, parsed: CodeAction) -> StepResult:
+        """The same draft again (a small model's most common second reply): say so instead of re-running it."""
+        failing = self.potential < 1.0
+        text = "This is the same code as your previous version, so it gives the same results" + (
+            f": change `{self.task.entry_point}` to fix the failing examples." if failing else "."
+        )
+        info = {
+            "action": "run",
+            "repeated": True,
+            "run_failed": failing,
+            "success": False,
+            "reward_components": {"shaping": 0.0},
+        }
+        return [self._reply(parsed, text)], 0.0, False, False, info
 
     def _check(self, code: str) -> Verdicts:
         """The draft's verdicts on the visible examples."""

@@ -33,7 +33,7 @@ def revealing_wrong(task: GeneratedTask) -> str:
 
 @pytest.fixture
 def env(sandbox_kind: str) -> Iterator[CodeAgentEnv]:
-    environment = CodeAgentEnv(split="all", max_turns=4, sandbox={"kind": sandbox_kind})
+    environment = CodeAgentEnv(split="all", max_turns=5, sandbox={"kind": sandbox_kind})
     yield environment
     environment.close()
 
@@ -49,6 +49,9 @@ def test_draft_fails_an_example_then_a_traceback_then_the_fix_is_graded(env: Cod
     assert f"Examples: {info['examples_passed']} of 3 passed." in text and " returned " in text and "expected" in text
     first_fraction = info["examples_passed"] / 3
     assert reward == pytest.approx(0.2 * first_fraction) and "final_reward" not in info
+    messages, reward, _, _, info = env.step(block(wrong))  # the same draft again: named, not re-run
+    assert messages[0]["content"].startswith("This is the same code as your previous version")
+    assert info["repeated"] and info["run_failed"] and reward == 0.0
     messages, reward, terminated, _, info = env.step(block("print(undefined_name)"))
     assert "NameError: name 'undefined_name' is not defined" in messages[0]["content"]
     assert (reward, terminated, info["run_failed"], info["code_ran"]) == (0.0, False, True, False)
