@@ -178,3 +178,19 @@ def test_made_by_gymnasium_passes_check_env_and_splits_hold_out_families() -> No
             env.reset(seed=0, options={"task_id": base.task_ids()[0][:-1] + "x"})
     finally:
         env.close()
+
+
+def test_fail_then_fix_trace_is_the_envs_own_chat(sandbox_kind: str) -> None:
+    from envs.code_agent.traces import code_reply, fail_then_fix
+
+    task = task_of("slices")
+    env = CodeAgentEnv(split="all", sandbox={"kind": sandbox_kind})
+    try:
+        trace = fail_then_fix(env, task.task_id)
+        assert trace is not None and [m["role"] for m in trace] == ["user", "assistant", "user", "assistant"]
+        assert trace[0]["content"].startswith(task.prompt) and trace[3]["content"] == code_reply(task.solution)
+        assert "Examples:" in trace[2]["content"] and (
+            "returned" in trace[2]["content"] or "raised" in trace[2]["content"]
+        )
+    finally:
+        env.close()
