@@ -181,7 +181,7 @@ class CodeAgentEnv(MultiTurnEnv):
     def _submit(self, code: str | None) -> StepResult:
         if code is None:  # never wrote a draft: nothing to grade, outcome 0
             return [], 0.0, True, False, self._outcome_info(0.0, False, 0, len(self.task.hidden), [])
-        if code == self.draft and self.turn > 1:
+        if code == self.draft:
             return self._grade(code, 0.0, None)  # already checked: its potential is current
         verdicts = self._check(code)
         self.draft = code
