@@ -53,6 +53,14 @@ class EnvInfo(TypedDict, total=False):
     """Reset or step: most tokens of the next assistant reply (never more than ``rollout.max_new_tokens``)."""
     sandbox_time_s: float
     """Step: seconds this turn spent in a sandbox, summed into ``rollout/sandbox_time_s``."""
+    action: str
+    """Step of a tool/code env: what the turn did, ``"run"`` (code executed, not graded as the answer),
+    ``"submit"`` (graded), ``"none"`` or ``"invalid"``; read by the behaviour metrics (``agentrl.behaviour``)."""
+    run_failed: bool
+    """Step with ``action`` ``"run"``: the code raised, timed out or failed a check it was run against; the
+    behaviour metrics count a later solve as a recovery."""
+    code_ran: bool
+    """Step: code was executed and ran; ``False`` counts as a failed run when ``run_failed`` is absent."""
 
 
 class MultiTurnEnv(gym.Env[list[Message], str]):

@@ -86,6 +86,9 @@ _INFO_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
         "an int >= 1 or None",
     ),
     "sandbox_time_s": (_optional(lambda v: _is_number(v) and v >= 0), "a float >= 0 or None"),
+    "action": (_optional(lambda v: isinstance(v, str)), "a str (run, submit, none, invalid) or None"),
+    "run_failed": (_optional(_is_bool), "a bool or None"),
+    "code_ran": (_optional(_is_bool), "a bool or None"),
 }
 
 
