@@ -155,7 +155,7 @@ def train_bench(args: argparse.Namespace) -> dict[str, Any]:
         adv = 1.0 if i % 2 == 0 else -1.0
         rows.append(
             TrainRow(
-                ids,
+                [ids],
                 [-5.0 if m else 0.0 for m in mask],
                 mask,
                 [0 if m else -1 for m in mask],
@@ -172,7 +172,7 @@ def train_bench(args: argparse.Namespace) -> dict[str, Any]:
     )
 
     def step() -> float:
-        fresh = [TrainRow(r.input_ids, list(r.logp_old), r.mask, r.turn_ids, r.adv, r.episode_index) for r in rows]
+        fresh = [TrainRow(r.segments, list(r.logp_old), r.mask, r.turn_ids, r.adv, r.episode_index) for r in rows]
         _sync(args.device)
         begun = time.perf_counter()
         updater.update(fresh)

@@ -204,7 +204,7 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
         if not groups:
             break
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
-        train_metrics = s.updater.update(rows)
+        train_metrics = s.updater.update(rows, audit=cfg.algorithm.audit_due(step))
         sync_s = await sync_weights(
             s.engine, s.lm, step, transport=_transport(cfg), weights_root=_weights_root(cfg, s.run_dir), dist=s.dist
         )

@@ -25,7 +25,7 @@ def test_segment_row_aligns_completion_to_next_token_positions() -> None:
         versions=[3, 3, -1, 5],
     )
     row = segment_row(seg, [2.0, -1.0], episode_index=0, current_version=5, max_token_lag=None)
-    assert row.input_ids == [1, 2, 3, 4, 5, 6, 7]
+    assert row.segments == [[1, 2, 3, 4, 5, 6, 7]]
     assert row.logp_old == [0.0, 0.0, -0.1, -0.2, 0.0, -0.4]  # position 2 predicts token 4
     assert row.mask == [False, False, True, True, False, True]
     assert row.adv == [0.0, 0.0, 2.0, 2.0, 0.0, -1.0]
@@ -63,7 +63,7 @@ def _updater(lm: torch.nn.Module, **trainer_kwargs: object) -> PolicyUpdater:
     cfg = TrainerConfig(lr=1e-3, mini_batches=2, **trainer_kwargs)  # type: ignore[arg-type]
     return PolicyUpdater(
         PolicyLogprobs(lm, chunk_tokens=32),
-        AlgorithmConfig(eps_low=0.2, eps_high=0.28),
+        AlgorithmConfig(loss={"name": "gspo_token", "eps_low": 0.2, "eps_high": 0.28}),
         cfg,
         temperature=1.0,
         total_steps=5,
@@ -123,7 +123,7 @@ def test_per_turn_advantages_reach_the_tokens_of_their_turn(tiny_lm: torch.nn.Mo
     for episode, turn_rewards in zip(group, ([1.0, 0.0], [0.0, 0.0])):
         for turn, reward in zip(episode.turns, turn_rewards):
             turn.reward = reward
-    algo = AlgorithmConfig(turn_advantage="discounted_return", gamma=1.0)
+    algo = AlgorithmConfig(turn_advantage={"name": "discounted_return", "gamma": 1.0})
     rows = build_rows([group], 2, algo, current_version=0)
     expected_turn0 = 0.5 / (2**0.5 / 2 + algo.adv_eps)  # (1 - 0.5) / (Bessel std of [1, 0] + eps)
     for row, sign in zip(rows, (1.0, -1.0)):
