@@ -54,7 +54,7 @@ class _Totals:
     """Statistics of one update, summed (or maxed) over micro-batches and mini-batches of this rank."""
 
     sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    maxima: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    maxima: dict[str, float] = field(default_factory=dict)
     first: dict[str, float] = field(default_factory=dict)  # mini-batch 0 diagnostics
 
 
@@ -153,8 +153,8 @@ class PolicyUpdater:
             for name, metric in self.loss.metrics.items():
                 if metric.kind == "sum":
                     totals.sums[name] += loss_out.metrics.get(name, 0.0)
-                elif metric.kind == "max":
-                    totals.maxima[name] = max(totals.maxima[name], loss_out.metrics.get(name, 0.0))
+                elif metric.kind == "max" and name in loss_out.metrics:
+                    totals.maxima[name] = max(totals.maxima.get(name, -math.inf), loss_out.metrics[name])
             totals.sums["entropy_sum"] += float(out.entropy_n.sum())
             totals.sums["trained_tokens"] += float(micro.mask.sum())
         totals.sums["loss"] += loss_out.metrics["loss"]
@@ -165,7 +165,8 @@ class PolicyUpdater:
         sum_keys = [*_OWN_SUMS, *(k for k, m in spec.items() if m.kind == "sum")]
         max_keys = [k for k, m in spec.items() if m.kind == "max"]
         sums = dict(zip(sum_keys, sum_over_ranks([totals.sums.get(k, 0.0) for k in sum_keys], self.dist)))
-        maxima = dict(zip(max_keys, max_floats_over_ranks([totals.maxima.get(k, 0.0) for k in max_keys], self.dist)))
+        local_max = [totals.maxima.get(k, -math.inf) for k in max_keys]
+        maxima = {k: v for k, v in zip(max_keys, max_floats_over_ranks(local_max, self.dist)) if v > -math.inf}
         tokens = sums["trained_tokens"]
         out = {f"train/{name}": value for name, value in finish_metrics(spec, sums, maxima).items()}
         out.update(
