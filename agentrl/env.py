@@ -50,6 +50,11 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
     * observation: the list of new chat messages (``{"role", "content"}`` dicts) the env adds;
     * ``reset(seed=..., options={"task_id": ...})`` starts the task ``task_id`` when the env has
       a task set (``task_ids()``); call ``super().reset(seed=seed)`` first to seed ``np_random``;
+    * rewards: ``step`` returns the reward r_k of that turn. The episode's outcome R is
+      ``info["outcome"]`` when the env sets it on the step that ends the episode: a reward of its
+      own (e.g. the final verdict), *not* the sum of the turn rewards and never added to them, so
+      per-turn schemes see the turn rewards as shaping and R as the result. Without it, R is the
+      return, the sum of the turn rewards (each counted once). See docs/writing-an-environment.md;
     * ``max_turns``: the rollout stops the episode (truncated) after this many assistant turns;
     * ``tools``: plain typed Python functions the model may call (see ``agentrl.tools``);
     * ``config_model``: optional pydantic model of the constructor kwargs, checked before a run starts;

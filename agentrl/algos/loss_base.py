@@ -72,7 +72,7 @@ class LossTerms:
     """A loss's per-row surrogate (maximised; the driver negates and divides by N) and its clipped tokens."""
 
     per_row: torch.Tensor  # [B]
-    clipped_bt: torch.Tensor  # [B, T] bool: tokens whose gradient the clip cut
+    clipped_bt: torch.Tensor  # [B, T] bool: tokens the clip acted on (clip_frac_token / clip_frac_seq count them)
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class PolicyLoss(PluginSettings):
 
     @abstractmethod
     def terms(self, x: PreparedBatch) -> LossTerms:
-        """Each row's surrogate (to maximise) and the tokens whose gradient clipping cut."""
+        """Each row's surrogate (to maximise) and the tokens the clip acted on."""
 
     def log_ratio_cap(self) -> float | None:
         """Upper clamp applied to log s before ``terms`` (None: no clamp)."""
