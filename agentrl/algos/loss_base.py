@@ -13,16 +13,13 @@ import dataclasses
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
 from agentrl.config.plugins import PluginRegistry, PluginSettings
 from agentrl.config.problems import Problem
 from agentrl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from agentrl.config.sections import AlgorithmConfig
 
 
 @dataclass
@@ -152,8 +149,11 @@ class PolicyLoss(PluginSettings):
         """Upper clamp applied to log s before ``terms`` (None: no clamp)."""
         return None
 
-    def problems(self, algo: AlgorithmConfig) -> list[Problem]:
-        """Problems of this loss combined with the rest of the algorithm section (empty when consistent)."""
+    def problems(self, algo: Any) -> list[Problem]:
+        """Problems of this loss combined with the rest of ``algo``, the validated ``AlgorithmConfig`` (empty: fine).
+
+        ``algo`` is untyped here so that the algorithms never import the config sections (which import them).
+        """
         scheme = algo.turn_advantage
         if not self.token_advantages and getattr(scheme, "per_turn", False):
             return [

@@ -15,16 +15,13 @@ from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
 from agentrl.config.plugins import PluginRegistry, PluginSettings
 from agentrl.config.problems import Problem
 from agentrl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from agentrl.config.sections import AlgorithmConfig
 
 Scale = Literal["std", "none"]
 
@@ -162,8 +159,8 @@ class AdvantageScheme(PluginSettings):
     def advantages(self, rewards: RewardBatch, norm: Normalization) -> list[list[float]]:
         """One list per episode with one advantage per turn (``len(rewards.turn_rewards[i])`` values)."""
 
-    def problems(self, algo: AlgorithmConfig) -> list[Problem]:
-        """Problems of this scheme combined with the rest of the algorithm section (empty when consistent)."""
+    def problems(self, algo: Any) -> list[Problem]:
+        """Problems of this scheme combined with ``algo``, the validated ``AlgorithmConfig`` (empty: fine)."""
         if algo.adv_scale not in self.scales:
             return [
                 Problem(
