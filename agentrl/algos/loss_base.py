@@ -114,7 +114,9 @@ CLIP_METRICS: dict[str, Metric] = {
 }
 
 
-def finish_metrics(spec: Mapping[str, Metric], sums: Mapping[str, float], maxima: Mapping[str, float]) -> dict:
+def finish_metrics(
+    spec: Mapping[str, Metric], sums: Mapping[str, float], maxima: Mapping[str, float]
+) -> dict[str, float]:
     """The reported metrics from aggregated sums and maxima: ratios divide, maxima and reported sums pass."""
     out: dict[str, float] = {}
     for name, metric in spec.items():
