@@ -49,6 +49,10 @@ class RolloutError(AgentRLError, RuntimeError):
     """A rollout step failed (and the config says failures are fatal)."""
 
 
+class ReplayDivergenceError(RolloutError):
+    """Restoring an environment reproduced a state that differs from the recorded one (the episode restarts)."""
+
+
 class RolloutBufferError(AgentRLError, RuntimeError):
     """The durable rollout buffer is corrupted or belongs to another model/tokenizer."""
 

@@ -57,6 +57,11 @@ class DockerSandboxConfig(_LimitsConfig):
     workdir: str = Field(default="/sandbox", description="Writable tmpfs work dir (absent from the image).")
     workdir_size_bytes: int = Field(default=64 * MiB, ge=MiB, description="Size of the work dir tmpfs.")
     tmp_size_bytes: int = Field(default=16 * MiB, ge=MiB, description="Size of the /tmp tmpfs.")
+    extra_tmpfs: dict[str, int] = Field(
+        default_factory=dict,
+        description="More writable tmpfs dirs, absolute path -> size in bytes (task formats that write outside the "
+        "work dir, e.g. Harbor's /tests and /logs); owned by the sandbox user, wiped by reset().",
+    )
     workdir_exec: bool = Field(default=True, description="Allow executing files written to the work dir.")
     cpus: float = Field(default=1.0, gt=0, le=64, description="CPU quota in cores.")
     network_mode: Literal["none", "bridge"] = Field(default="none", description="'none' cuts all network.")

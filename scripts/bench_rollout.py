@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentrl.config.sections import EngineConfig, RolloutConfig
+from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import SamplingParams
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.env import MultiTurnEnv, StepResult, user
 from agentrl.rollout.dataset import TaskDataset
@@ -282,7 +283,7 @@ async def main() -> None:
         from agentrl.models.tiny import make_tiny_model
 
         model_dir = make_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
-    engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_seq_len=2048, max_batch_size=64))
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=EmbeddedEngineConfig(max_seq_len=2048, max_batch_size=64))
     suppress_end_of_turn(engine)
     result = {
         "model": str(model_dir),

@@ -2,7 +2,9 @@
 
 Each step's complete groups (and dropped groups) are appended to the JSONL file, fsynced, and only
 then committed in the buffer; on ``--resume`` groups already in the file are not written again,
-so a job killed at any moment still yields every task exactly once.
+so a job killed at any moment still yields every task exactly once. Committed groups then move to
+the trajectory archive (``RUN_DIR/trajectories``), as in training, so the buffer keeps only what a
+resume needs and does not grow with the job.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def _written_groups(out: Path) -> set[str]:
 async def collect(args: argparse.Namespace) -> Path:
     """Run the rollout job; returns the run directory."""
     from agentrl.config.loader import load_config
+    from agentrl.rollout.archive import TrajectoryArchive
     from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 
     cfg = load_config(args.config, args.overrides)
@@ -84,13 +87,14 @@ async def collect(args: argparse.Namespace) -> Path:
         require_tasks="pass --num-tasks N to collect N tasks",
     )
     try:
-        await _loop(stack.orchestrator, stack.buffer, out, written, args.steps)
+        await _loop(stack.orchestrator, TrajectoryArchive(run_dir), out, written, args.steps)
     finally:
         await stack.close()
     return run_dir
 
 
-async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], max_steps: int | None) -> None:
+async def _loop(orchestrator: Any, archive: Any, out: Path, written: set[str], max_steps: int | None) -> None:
+    buffer = orchestrator.buffer
     step = (buffer.last_step() or 0) + 1
     done_steps = 0
     while max_steps is None or done_steps < max_steps:
@@ -104,11 +108,12 @@ async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], ma
             os.fsync(handle.fileno())
         written.update(group[0].group_id for group in batch.groups + batch.dropped if group)
         orchestrator.commit_step(step)
+        archive.archive(buffer, step)  # committed and dropped groups leave the buffer (it would grow without bound)
         m = batch.metrics
         print(
             f"[rollout] step {step}: {len(batch.groups)} groups, {len(batch.dropped)} dropped, "
             f"{int(m.get('rollout/episodes_aborted', 0))} partial, {int(m.get('rollout/episodes_resumed', 0))} "
-            "resumed, "
+            f"resumed, {int(m.get('rollout/episodes_restarted', 0))} restarted, "
             f"{m.get('rollout/tokens_per_s', 0.0):.0f} tok/s",
             flush=True,
         )

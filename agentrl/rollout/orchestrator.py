@@ -21,7 +21,7 @@ from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.env import MultiTurnEnv
-from agentrl.errors import RolloutError
+from agentrl.errors import EngineConfigError, RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset, task_seed
 from agentrl.rollout.drop_alarm import DropAlarm, drop_rate
@@ -79,6 +79,7 @@ class RolloutOrchestrator:
         self._loaded = buffer is None
         self._drops = DropAlarm(config.max_drop_rate, config.prompts_per_step)
         self.restore_log: list[tuple[str, str, str]] = []  # (episode id, snapshot|replay|restart, reason)
+        self._step, self._engine_failures = 0, 0  # engine-failed groups of the step being collected
         if buffer is not None:
             buffer.bind_fingerprints(rollout_fingerprints(tokenizer, engine))
             state = buffer.dataset_state()
@@ -107,6 +108,7 @@ class RolloutOrchestrator:
         """Run episodes until B groups are complete; abort and keep the rest (partial rollouts)."""
         started = time.perf_counter()
         metrics = self._ctx.metrics = RolloutMetrics()
+        self._step, self._engine_failures = step, 0
         await self.load()
         await self._admit_carried()
         dropped: list[GroupRun] = []
@@ -220,21 +222,27 @@ class RolloutOrchestrator:
             self._release_envs(group)
 
     async def _on_failure(self, group: GroupRun, failed: EpisodeRunner) -> None:
-        """Raise when the config says failures are fatal or the engine is gone; else stop the siblings."""
+        """Raise when the config says failures are fatal, the engine is gone, or it failed more often than
+        ``rollout.engine_retries`` this step; else stop the siblings (the group is dropped and replaced)."""
         error = failed.episode.error
         if self.config.on_failure == "fail":
             await self._stop_runners([r for g in self._groups for r in g.runners])
             raise RolloutError(
                 f"episode {failed.episode.episode_id} (task {group.task_id!r}) failed: {error}. The buffer keeps the "
-                "last "
-                "step boundary; fix the cause and resume, or set rollout.on_failure=drop to drop failed groups"
+                "last step boundary; fix the cause and resume, or set rollout.on_failure=drop to drop failed groups"
             )
-        if failed.failure_source == "engine" and not await self._engine_healthy():
-            await self._stop_runners([r for g in self._groups for r in g.runners])
-            raise RolloutError(
-                f"the inference engine failed mid-step ({error}) and its health check fails; nothing was written for "
-                "this step: restart the engine and resume the run (--resume RUN_DIR) to continue from the last boundary"
-            )
+        if failed.failure_source == "engine":
+            self._engine_failures += 1
+            healthy = await self._engine_healthy()
+            if not healthy or self._engine_failures > self.config.engine_retries:
+                await self._stop_runners([r for g in self._groups for r in g.runners])
+                state = "and its health check fails" if not healthy else "although its health check passes"
+                raise RolloutError(
+                    f"the inference engine failed {self._engine_failures} time(s) in step {self._step} "
+                    f"(rollout.engine_retries={self.config.engine_retries}) {state}; last failure: {error}. Nothing "
+                    "was written for this step, the buffer keeps the last step boundary and the groups it holds: fix "
+                    "or restart the engine and resume the run (--resume RUN_DIR)"
+                )
         await self._stop_runners(group.runners)
 
     async def _check_drops(self, dropped: list[GroupRun], trained: int | None = None) -> None:
@@ -262,6 +270,8 @@ class RolloutOrchestrator:
             if rids:
                 try:
                     await self.engine.abort(rids)
+                except EngineConfigError as exc:  # aborts are impossible: waiting would stall every boundary
+                    raise RolloutError(f"cannot abort the step's in-flight requests: {exc}") from exc
                 except Exception:  # a dead engine cannot abort; its generate calls fail on their own
                     pass
             # Re-abort periodically: a request may reach a remote engine after its abort did.

@@ -4,7 +4,9 @@ Invariant: every sampled token enters the episode through ``TokenLedger.append_s
 engine's logprob and version; a stop request (the step boundary) leaves the episode ``partial``
 with everything generated so far, and ``run`` continues it later from ``ledger.input_ids()``.
 What the env returns is checked where it enters (``agentrl.env_contract``); the info keys read
-here are those of ``agentrl.env.EnvInfo``.
+here are those of ``agentrl.env.EnvInfo``. A request the engine aborts on its own (not at a step
+boundary) is retried; retries that bring no token back wait with backoff and are bounded
+(``MAX_IDLE_ABORTS``), then the episode fails.
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
 from agentrl.env import MultiTurnEnv
 from agentrl.env_contract import checked_reset, checked_step
-from agentrl.errors import EnvContractError
+from agentrl.errors import EngineError, EnvContractError
 from agentrl.ledger import TokenLedger
 from agentrl.rollout.metrics import RolloutMetrics
 from agentrl.rollout.replay import as_recorded
 from agentrl.trajectory import Episode, TurnRecord
 
 FINISHED = ("complete", "truncated", "failed")
+MAX_IDLE_ABORTS = 8  # engine-side aborts in a row that returned no token before the episode fails
+ABORT_BACKOFF_S = 0.05  # the first wait after such an abort; doubles each time, at most 2 s
 
 
 @dataclass
@@ -53,6 +57,7 @@ class EpisodeRunner:
         self.ledger = TokenLedger(episode, ctx.assembler)
         self.stop_requested = False
         self.request_id: str | None = None
+        self.idle_aborts = 0  # engine-side aborts in a row that returned no token
         self.failure_source: str | None = None  # "env", "engine" or "ledger" when the episode failed
         self.env_method = ""  # the env method called last: a failure names it
         # The env's cap on the next reply (info max_new_tokens of reset or the last step); the open turn's
@@ -78,6 +83,7 @@ class EpisodeRunner:
         """Run until the episode ends or ``stop_requested`` is set (then it is ``partial``)."""
         if self.episode.status == "partial":
             self.episode.status = "running"
+        self.idle_aborts = 0
         try:
             if not self.ledger.segment.prompt_ids:
                 await self._start()
@@ -148,14 +154,32 @@ class EpisodeRunner:
             return
         max_new = min(turn_left, context_left)
         if max_new > 0:
-            finish = await self._generate(turn, input_ids, max_new)
+            before = turn.num_tokens
+            finish, message = await self._generate(turn, input_ids, max_new)
             if finish == "abort":
-                return  # stopped (partial) or aborted by a weight update: the loop decides
+                await self._after_abort(turn.num_tokens - before, message)
+                return  # stopped (partial), or aborted by the engine (a weight update, an operator): retried
+            self.idle_aborts = 0
         elif turn.finish_reason in (None, "abort"):
             turn.finish_reason = "length"
         await self._step(turn)
 
-    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> str:
+    async def _after_abort(self, produced: int, message: object) -> None:
+        """Bound engine-side aborts: back off while they bring no token, fail the episode past the bound."""
+        if self.stop_requested:
+            return  # the step boundary asked for it
+        self.idle_aborts = 0 if produced else self.idle_aborts + 1
+        if self.idle_aborts > MAX_IDLE_ABORTS:
+            self.failure_source = "engine"
+            raise EngineError(
+                f"the engine aborted this episode's request {self.idle_aborts} times in a row without a token or a "
+                f"step boundary (last: {message!r}); find what aborts every request (an abort loop, "
+                "engine.weight_update: abort with constant weight updates) or restart the engine"
+            )
+        if self.idle_aborts:
+            await asyncio.sleep(min(ABORT_BACKOFF_S * 2 ** (self.idle_aborts - 1), 2.0))
+
+    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> tuple[str, object]:
         cfg = self.ctx.config
         sampling = SamplingParams(
             max_new_tokens=max_new,
@@ -178,7 +202,7 @@ class EpisodeRunner:
         self.ctx.metrics.tokens_generated += len(result.output_ids)
         self.ctx.metrics.prompt_tokens += result.prompt_tokens
         self.ctx.metrics.cached_prompt_tokens += result.cached_tokens
-        return result.finish_reason
+        return result.finish_reason, result.extra.get("message")
 
     async def _step(self, turn: TurnRecord) -> None:
         """Give the turn's text to the env, record its answer, and render it (mask 0)."""
@@ -200,16 +224,17 @@ class EpisodeRunner:
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}
         if terminated or truncated or len(self.episode.turns) >= self.max_turns:
-            final = info.get("final_reward")
-            self._finish("complete" if terminated else "truncated", final)
+            self._finish("complete" if terminated else "truncated", info.get("outcome"))
             return
         self.failure_source = "ledger"
         self.ledger.append_env(list(observation))
 
-    def _finish(self, status: str, final_reward: Any = None) -> None:
+    def _finish(self, status: str, outcome: Any = None) -> None:
+        """R_i: the env's separate outcome when it gave one, else the return (sum of the turn rewards)."""
         self.episode.status = status  # type: ignore[assignment]
         rewards = [t.reward for t in self.episode.turns if t.reward is not None]
-        self.episode.final_reward = float(final_reward) if final_reward is not None else float(sum(rewards))
+        self.episode.outcome = float(outcome) if outcome is not None else None
+        self.episode.final_reward = self.episode.outcome if outcome is not None else float(sum(rewards))
         self.ctx.metrics.completed += 1
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 from agentrl.config.run import RunConfig
-from agentrl.errors import EngineError
 
 
 def check_model(cfg: RunConfig) -> list[str]:
@@ -27,22 +26,9 @@ def check_model(cfg: RunConfig) -> list[str]:
 
 
 async def check_engine(cfg: RunConfig) -> list[str]:
-    """SGLang: every server is healthy and returns training-grade logprobs. Embedded: loads at start."""
-    if cfg.engine.kind == "embedded":
-        return [f"engine embedded (loads {cfg.model.path} in process on {cfg.model.device})"]
-    from agentrl.engines.sglang_http import SGLangEngine
-
-    engine = SGLangEngine(cfg.engine)
-    try:
-        if not await engine.health():
-            raise EngineError(
-                f"SGLang servers {cfg.engine.urls} are not all healthy (GET /health != 200); start them with "
-                "scripts/launch_sglang.sh and retry"
-            )
-        await engine.probe()
-    finally:
-        await engine.close()
-    return [f"engine sglang: {url} healthy, logprobs log_softmax(logits / T)" for url in cfg.engine.urls]
+    """The engine backend's own preflight (SGLang: every server healthy with training-grade logprobs;
+    embedded: device, model directory and worst-case key/value memory, without loading)."""
+    return await cfg.engine.preflight(cfg.model)
 
 
 def check_env(cfg: RunConfig) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config.sections import LoggingConfig
+from agentrl.disk import write_text_durably
 from agentrl.trainer.plots import write_plots
 
 METRICS_FILE = "metrics.jsonl"
@@ -72,7 +73,7 @@ class RunReporter:
         self.history = [r for r in read_metrics(run_dir) if r.get("step", 0) <= start_step] if enabled else []
         if enabled:  # steps after the checkpoint will be redone: drop them so the file equals an uninterrupted run's
             text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.history)
-            (run_dir / METRICS_FILE).write_text(text)
+            write_text_durably(run_dir / METRICS_FILE, text)  # a kill mid-rewrite must not truncate the history
         self._wandb = self._init_wandb(config) if enabled else None
         self._progress, self._task = self._init_progress(start_step) if enabled and cfg.progress else (None, None)
 
@@ -110,8 +111,8 @@ class RunReporter:
         progress.start()
         return progress, progress.add_task("starting", total=self.total, completed=start_step)
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        """Record one finished step everywhere; refresh plots every ``plot_every`` steps."""
+    def log(self, step: int, metrics: dict[str, float], *, plot: bool = True) -> None:
+        """Record one finished step everywhere; refresh plots every ``plot_every`` steps unless ``plot`` is False."""
         if not self.enabled:
             return
         self.log_extra(step, metrics)
@@ -122,7 +123,12 @@ class RunReporter:
                 print(f"[train] {note}", flush=True)
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
-        if step % self.cfg.plot_every == 0 or step == self.total:
+        if plot:
+            self.plot(step)
+
+    def plot(self, step: int) -> None:
+        """Refresh the PNG plots when ``step`` is a multiple of ``plot_every`` or the last step."""
+        if self.enabled and (step % self.cfg.plot_every == 0 or step == self.total):
             write_plots(self.history, self.run_dir / "plots.png")
 
     def log_extra(self, step: int, metrics: dict[str, float]) -> None:
