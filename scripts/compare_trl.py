@@ -62,7 +62,7 @@ def rendered_prompts(cfg: Any, tokenizer: Any, count: int) -> list[tuple[str, li
 
 class EnvReward:
     """TRL reward function: each completion graded by the run's env in one turn, as agentrl's runner does it
-    (a trailing stop token dropped, the rest decoded verbatim; the episode's final reward)."""
+    (a trailing stop token dropped, the rest decoded verbatim; the env's outcome, else the turn's reward)."""
 
     __name__ = "env_reward"
 
@@ -98,8 +98,8 @@ class EnvReward:
             result = checked_step(env, env.step(self.assembler.decode(ids)))
         finally:
             self.envs.put(env)
-        final = result.info.get("final_reward")
-        reward = float(final if final is not None else result.reward)
+        outcome = result.info.get("outcome")  # as the runner: the env's outcome when it gives one, else the reward
+        reward = float(outcome if outcome is not None else result.reward)
         success = bool(result.info["success"]) if "success" in result.info else reward >= 1.0 - 1e-9
         return reward, success
 

@@ -43,3 +43,23 @@ def test_release_frees_the_caches_and_serving_continues_unchanged(tiny_model_dir
     for a, b, c in zip(first, again, third):
         assert a.output_ids == b.output_ids == c.output_ids  # seeded: the same tokens after the release
         assert max(abs(x - y) for x, y in zip(a.logprobs, c.logprobs)) < 1e-5
+
+
+def test_release_lets_a_running_request_finish_and_a_closed_engine_answers_at_once(tiny_model_dir: Path) -> None:
+    engine = build_embedded(tiny_model_dir)
+    sampling = SamplingParams(max_new_tokens=48, temperature=1.0, ignore_eos=True, seed=3)
+
+    async def scenario() -> GenerateResult:
+        running = asyncio.ensure_future(engine.generate(PROMPTS[0], sampling))
+        while engine.scheduler.load()[0] == 0:  # until the request holds a row of the KV cache
+            await asyncio.sleep(0.005)
+        await engine.release_memory()
+        assert engine.scheduler.load() == (0, 0) and all(k is None for k in engine.runner.cache.keys)
+        return await running
+
+    try:
+        result = asyncio.run(scenario())
+    finally:
+        asyncio.run(engine.close())
+    assert result.finish_reason == "length" and len(result.output_ids) == 48  # not aborted, not cut short
+    asyncio.run(asyncio.wait_for(engine.release_memory(), timeout=5))  # closed: nothing held, no loop to wait on
