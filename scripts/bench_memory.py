@@ -11,15 +11,18 @@ high-water mark (``/proc/self/clear_refs``) at each phase start. Run it under ``
 
     python scripts/bench_memory.py                                   # step options, random SmolLM2-shaped weights
     python scripts/bench_memory.py job --config configs/quickstart_single.yaml --steps 3 \\
-        --option baseline=!keep_engine_caches --option gc=trainer.gradient_checkpointing=true
+        --option 'before=!keep_engine_caches;!no_trim_heap' --option after= \\
+        --option gc=trainer.gradient_checkpointing=true
 
 A job option is ``NAME=override;override``; the pseudo-override ``!keep_engine_caches`` keeps the embedded
-engine's KV buffers and prefix cache through the update (as before ``release_memory`` existed).
+engine's KV buffers and prefix cache through the update (as before ``release_memory`` existed), and
+``!no_trim_heap`` skips the loop's ``malloc_trim`` after the update (with both: the job before either change).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -75,7 +78,7 @@ def job_rows(batch: int, prompt: int, completion: int) -> list[Any]:
         mask = [t >= prompt - 1 for t in range(len(ids) - 1)]
         adv = 1.0 if i % 2 == 0 else -1.0
         logp = [-3.0 if m else 0.0 for m in mask]
-        rows.append(TrainRow(ids, logp, mask, [0 if m else -1 for m in mask], [adv if m else 0.0 for m in mask], i))
+        rows.append(TrainRow([ids], logp, mask, [0 if m else -1 for m in mask], [adv if m else 0.0 for m in mask], i))
     return rows
 
 
@@ -141,6 +144,45 @@ def run_steps(args: argparse.Namespace) -> dict[str, Any]:
 
 
 KEEP_ENGINE_CACHES = "!keep_engine_caches"  # job option pseudo-override: skip the release before the update
+NO_TRIM_HEAP = "!no_trim_heap"  # job option pseudo-override: skip the loop's malloc_trim after the update
+
+
+def _undo_memory_changes(loop: Any, overrides: list[str]) -> list[str]:
+    """Apply the pseudo-overrides (the job before the memory changes) to the loop; the real overrides."""
+    if KEEP_ENGINE_CACHES in overrides:  # the "before" of the engine-release change: keep caches through the update
+
+        async def keep(engine: Any) -> None:
+            return None
+
+        loop._release_engine_memory = keep
+    if NO_TRIM_HEAP in overrides:  # with the one above: the job as it was before either memory change
+        loop.trim_heap = lambda: False
+    return [o for o in overrides if o not in (KEEP_ENGINE_CACHES, NO_TRIM_HEAP)]
+
+
+def _watched(phases: list[dict[str, Any]], name: str, fn: Any, is_async: bool) -> Any:
+    """``fn`` with its peak RSS (from a high-water mark reset at its start) and duration appended to ``phases``."""
+
+    def record(started: float, before: float) -> None:
+        phases.append({"phase": name, "rss_before_gb": before, "peak_gb": hwm_gb(), "s": time.perf_counter() - started})
+
+    async def run_async(*a: Any, **k: Any) -> Any:
+        reset_hwm()
+        started, before = time.perf_counter(), rss_gb()
+        try:
+            return await fn(*a, **k)
+        finally:
+            record(started, before)
+
+    def run_sync(*a: Any, **k: Any) -> Any:
+        reset_hwm()
+        started, before = time.perf_counter(), rss_gb()
+        try:
+            return fn(*a, **k)
+        finally:
+            record(started, before)
+
+    return run_async if is_async else run_sync
 
 
 def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, Any]:
@@ -151,38 +193,8 @@ def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, A
     from agentrl.trainer.update import PolicyUpdater
 
     phases: list[dict[str, Any]] = []
-    if KEEP_ENGINE_CACHES in overrides:  # the "before" of the engine-release change: keep caches through the update
-        overrides = [o for o in overrides if o != KEEP_ENGINE_CACHES]
-
-        async def keep(engine: Any) -> None:
-            return None
-
-        loop._release_engine_memory = keep
-
-    def watched(name: str, fn: Any, is_async: bool) -> Any:
-        def record(started: float, before: float) -> None:
-            phases.append(
-                {"phase": name, "rss_before_gb": before, "peak_gb": hwm_gb(), "s": time.perf_counter() - started}
-            )
-
-        async def run_async(*a: Any, **k: Any) -> Any:
-            reset_hwm()
-            started, before = time.perf_counter(), rss_gb()
-            try:
-                return await fn(*a, **k)
-            finally:
-                record(started, before)
-
-        def run_sync(*a: Any, **k: Any) -> Any:
-            reset_hwm()
-            started, before = time.perf_counter(), rss_gb()
-            try:
-                return fn(*a, **k)
-            finally:
-                record(started, before)
-
-        return run_async if is_async else run_sync
-
+    overrides = _undo_memory_changes(loop, overrides)
+    watched = functools.partial(_watched, phases)
     loop.build_session = watched("load", loop.build_session, True)
     loop.sync_weights = watched("sync", loop.sync_weights, True)
     loop._save = watched("checkpoint", loop._save, False)
