@@ -5,7 +5,7 @@ TRL's own tokenization of them is checked token by token), the same reward (the 
 called exactly as agentrl's episode runner calls it), the same budget (steps x prompts x samples, new
 tokens, temperature, learning rate, clip range). TRL runs its GSPO recipe exactly on-policy with
 transformers ``generate``: ``importance_sampling_level="sequence"``, ``loss_type="grpo"``, epsilon
-``algorithm.eps_low`` / ``eps_high``, ``beta=0``, one optimizer step per generation batch. Each side
+``algorithm.loss``'s ``eps_low`` / ``eps_high``, ``beta=0``, one optimizer step per generation batch. Each side
 trains in its own subprocess (its peak RSS, taken when training ends, is its own) and then evaluates its final
 model there; every model (base, agentrl's, TRL's) is evaluated by agentrl's paired held-out evaluator on a fresh
 engine, with the same sampling seeds.
@@ -136,7 +136,7 @@ def grpo_config(cfg: Any, out_dir: Path, grad_accum: int, checkpointing: bool, s
     """TRL's GSPO recipe with the agentrl run's budget, exactly on-policy; rows stop where agentrl's do."""
     from trl import GRPOConfig
 
-    rollout, algo, trainer = cfg.rollout, cfg.algorithm, cfg.trainer
+    rollout, loss, trainer = cfg.rollout, cfg.algorithm.loss, cfg.trainer
     batch = rollout.prompts_per_step * rollout.group_size
     if batch % grad_accum:
         raise SystemExit(f"--trl-grad-accum {grad_accum} must divide the {batch} completions of a step")
@@ -163,8 +163,8 @@ def grpo_config(cfg: Any, out_dir: Path, grad_accum: int, checkpointing: bool, s
         adam_beta2=trainer.betas[1],
         max_grad_norm=trainer.max_grad_norm,
         beta=0.0,
-        epsilon=algo.eps_low,
-        epsilon_high=algo.eps_high,
+        epsilon=loss.eps_low,
+        epsilon_high=loss.eps_high,
         importance_sampling_level="sequence",
         loss_type="grpo",
         scale_rewards="group",
@@ -273,6 +273,8 @@ def _single_turn_config(config: str, overrides: list[str]) -> Any:
             f"{config}: episodes have up to {turns} turns; this comparison is single-turn (set rollout.max_turns=1 or "
             "use configs/quickstart_single.yaml)"
         )
+    if cfg.algorithm.loss.name not in ("gspo", "gspo_token"):  # TRL's side is GSPO with the loss's clip range
+        raise SystemExit(f"{config}: algorithm.loss is {cfg.algorithm.loss.name!r}; set algorithm.loss=gspo_token")
     return cfg
 
 

@@ -36,3 +36,9 @@ def test_compare_trl_refuses_a_multi_turn_config(tiny_job: Path, tmp_path: Path)
     pytest.importorskip("trl", reason="the comparison needs the optional extra: pip install -e '.[compare]'")
     with pytest.raises(AssertionError, match="single-turn"):
         run_script("compare_trl.py", "--config", str(tiny_job), "-o", "env.kwargs.max_turns=3", "--out", str(tmp_path))
+
+
+def test_compare_trl_refuses_a_loss_trl_does_not_run(tiny_job: Path, tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="the comparison needs the optional extra: pip install -e '.[compare]'")
+    with pytest.raises(AssertionError, match="algorithm.loss is 'grpo'; set algorithm.loss=gspo_token"):
+        run_script("compare_trl.py", "--config", str(tiny_job), "-o", "algorithm.loss=grpo", "--out", str(tmp_path))
