@@ -1,4 +1,5 @@
-"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths), rendered headless (Agg)."""
+"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths, held-out pass@1, agent behaviour),
+rendered headless (Agg)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ PANELS: list[tuple[str, list[str]]] = [
     ("|log s|", ["train/abs_log_s_mean", "train/mb0_abs_log_s_p90"]),
     ("entropy", ["train/entropy"]),
     ("lengths (tokens)", ["episode/completion_tokens_mean", "episode/sampled_tokens_mean"]),
+    ("held-out pass@1", ["eval/test_instances/pass@1", "eval/test_kinds/pass@1"]),
+    ("agent behaviour", ["episode/recovery_frac", "episode/tested_before_submit_frac", "episode/failed_run_frac"]),
 ]
 
 
@@ -23,12 +26,12 @@ def write_plots(history: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7))
     for ax, (title, keys) in zip(axes.flat, PANELS):
         for key in keys:
             points = [(r["step"], r[key]) for r in history if key in r]
             if points:
-                ax.plot(*zip(*points), marker=".", label=key.split("/", 1)[-1])
+                ax.plot(*zip(*points), marker=".", label=key.split("/", 1)[-1].removesuffix("/pass@1"))
         ax.set_title(title)
         ax.set_xlabel("step")
         if ax.lines:

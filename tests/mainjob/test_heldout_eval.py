@@ -76,6 +76,25 @@ def test_train_evaluates_held_out_splits_before_and_after(
 
 
 @pytest.mark.slow
+def test_eval_every_steps_logs_a_learning_curve(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl.trainer.loop import train
+
+    section = {"splits": ["test_kinds"], "samples": 1, "max_tasks": 1, "every_steps": 2}
+    run_dir = train(
+        load_config(_config(tmp_path, tiny_model_dir, section), ["logging.run_name=curve", "trainer.steps=5"]),
+        config_name="run",
+    )
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "eval/test_kinds/pass@1" in r] == [0, 2, 4, 5]  # before, every 2nd, after
+    assert sorted(p.name for p in run_dir.glob("eval-*.json")) == [
+        "eval-after-test_kinds.json",
+        "eval-before-test_kinds.json",
+        "eval-step0002-test_kinds.json",
+        "eval-step0004-test_kinds.json",
+    ]
+
+
+@pytest.mark.slow
 def test_train_without_eval_splits_logs_no_eval_records(tiny_model_dir: Path, tmp_path: Path) -> None:
     from agentrl.trainer.loop import train
 
