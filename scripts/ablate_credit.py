@@ -36,16 +36,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# Each arm names its loss and scheme in full (settings included), so an arm means the same whatever the base
+# config sets. lam 0.5 as in configs/quickstart.yaml: lam <= 1 keeps a turn's shaping below the outcome.
 ARMS: dict[str, list[str]] = {
     "outcome": ["algorithm.loss=gspo_token", "algorithm.turn_advantage=outcome"],
-    "outcome_plus_turn": ["algorithm.loss=gspo_token", "algorithm.turn_advantage=outcome_plus_turn"],
+    "outcome_plus_turn": ["algorithm.loss=gspo_token", "algorithm.turn_advantage={name: outcome_plus_turn, lam: 0.5}"],
     "discounted_return": ["algorithm.loss=gspo_token", "algorithm.turn_advantage=discounted_return"],
-    "grpo": [
-        "algorithm.loss=grpo",
-        "algorithm.turn_advantage=outcome",
-        "algorithm.eps_low=0.2",
-        "algorithm.eps_high=0.28",
-    ],
+    "grpo": ["algorithm.loss={name: grpo, eps_low: 0.2, eps_high: 0.28}", "algorithm.turn_advantage=outcome"],
 }
 SPLITS = ("test_instances", "test_kinds")
 CREDIT_ARMS = ("outcome", "outcome_plus_turn", "discounted_return")
@@ -128,7 +125,10 @@ def run_one(args: argparse.Namespace, arm: str, seed: int) -> dict[str, Any]:
         log = args.out / "logs" / f"{run_name(arm, seed)}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a") as handle:
-            subprocess.run(cmd, check=True, stdout=handle, stderr=subprocess.STDOUT)
+            code = subprocess.run(cmd, check=False, stdout=handle, stderr=subprocess.STDOUT).returncode
+        if code != 0:
+            tail = "\n".join(log.read_text().splitlines()[-5:])
+            raise SystemExit(f"[ablate] {run_name(arm, seed)} failed (exit {code}); its log {log} ends:\n{tail}")
         wall = time.perf_counter() - started
     result = run_result(arm, seed, run_dir, wall)
     result_path.parent.mkdir(parents=True, exist_ok=True)
