@@ -19,6 +19,22 @@ from agentrl.spaces import MessageList, UnicodeText
 Message = dict[str, Any]
 StepResult = tuple[list[Message], SupportsFloat, bool, bool, dict[str, Any]]
 
+HACK_FLAGS = "hack_flags"
+"""Info key of ``step`` (``list[str]``): signals of attempted reward hacking seen in this turn, each
+``"<kind>: <detail>"`` (e.g. ``"introspection: sys._getframe"``). The rollout records them on the turn and
+the episode (``Episode.hack_flags``), counts ``reward/hack_suspect_frac`` and ``agentrl inspect`` shows
+them; the env decides whether a flag also costs reward. Any env that grades untrusted output may set it."""
+
+
+def hack_flags(info: dict[str, Any]) -> list[str]:
+    """The hack flags of a step's ``info`` (``[]`` when absent); a malformed value is an env bug, named here."""
+    flags = info.get(HACK_FLAGS, [])
+    if not isinstance(flags, list) or not all(isinstance(flag, str) for flag in flags):
+        raise RolloutError(
+            f"info[{HACK_FLAGS!r}] must be a list of 'kind: detail' strings, got {flags!r:.200}; fix the env's step()"
+        )
+    return flags
+
 
 def system(content: str) -> Message:
     """A system chat message."""
