@@ -169,7 +169,7 @@ class Judge:
             raise rebuild_exception(data["raise"])
         if data.get("stop") is True:
             raise StopIteration
-        raise SolutionError(f"the solution's process could not answer: {str(data.get('error'))[:200]}")
+        raise WireError(f"an answer without a value, exception or stop: {str(data)[:100]}")
 
     def mirror(self, mutated: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Apply in place the changes the solution made to mutable arguments (call-by-sharing, as in-process)."""
@@ -190,7 +190,7 @@ class Judge:
         """Run the prefix, bind the proxy, then each test under its own alarm; report as it goes."""
         namespace: dict[str, Any] = {"__name__": "__judge__"}
         try:
-            exec(compile(self.job["prefix"], "<task prefix>", "exec"), namespace)
+            exec(compile_prefix(self.job["prefix"]), namespace)
         except BaseException as exc:  # noqa: BLE001 - the task's own code failed here: a grader problem
             self.send({"op": "prefix_error", "error": f"{type(exc).__name__}: {exc}"[:500]})
             return
@@ -211,6 +211,17 @@ class Judge:
             return f"{type(exc).__name__}: {exc}"[:300]
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def compile_prefix(prefix: str) -> Any:
+    """The task's prefix as code; one that ends in a bare ``def ...:`` header (the solution writes the body) gets
+    a ``pass`` body here, since only its imports and helpers matter to the tests."""
+    try:
+        return compile(prefix, "<task prefix>", "exec")
+    except SyntaxError:
+        lines = [line for line in prefix.splitlines() if line.strip()]
+        indent = (lines[-1][: len(lines[-1]) - len(lines[-1].lstrip())] if lines else "") + "    "
+        return compile(prefix + "\n" + indent + "pass\n", "<task prefix>", "exec")
 
 
 def _alarm(signum: int, frame: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import struct
 import sys
+import types
 from typing import Any
 
 from envs.code_exec.grading.monitor import Monitor
@@ -38,7 +39,10 @@ class SolutionServer:
 
     def __init__(self, monitor: Monitor) -> None:
         self.monitor = monitor
-        self.namespace: dict[str, Any] = {"__name__": "__solution__"}
+        # A real module, so tools that look the module up (dataclasses, typing, pickle) work as in a script.
+        module = types.ModuleType("__solution__")
+        sys.modules[module.__name__] = module
+        self.namespace: dict[str, Any] = vars(module)
         self.refs: dict[int, Any] = {}
         self.encoder = Encoder(self.fallback)
         self.decoder = Decoder(self.resolve)

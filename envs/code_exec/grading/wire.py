@@ -194,7 +194,9 @@ def rebuild_exception(data: Any) -> BaseException:
     label = f"the solution raised {data['type']}: {data['message']}"
     for name in names if type(names) is list else []:
         cls = getattr(builtins, name, None) if type(name) is str else None
-        if isinstance(cls, type) and issubclass(cls, Exception) and name not in _NEVER_REBUILT:
+        if name in _NEVER_REBUILT:
+            break
+        if isinstance(cls, type) and issubclass(cls, Exception):
             try:
                 return cls(data["message"])
             except TypeError:  # e.g. UnicodeDecodeError needs five arguments: try a more general base

@@ -1,0 +1,82 @@
+"""The adversarial grading suite: every exploit class scores 0 (blocked) and/or is flagged (detected), exactly as
+docs/sandbox-security.md lists it, on bundled tasks and HumanEval, on both sandbox backends.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reward_hacks import EXPLOITS, Exploit
+
+from envs.code_exec.grading import Grader, GraderConfig, build_program
+from envs.code_exec.sandboxing import docker_ready, open_sandbox
+from envs.code_exec.tasks import CodingTask, load_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "sandbox-security.md"
+BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
+
+
+@pytest.fixture(scope="module")
+def tasks() -> dict[str, CodingTask]:
+    return {t.task_id: t for t in load_tasks("easy") + load_tasks("humaneval")}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Any]:
+    if request.param == "docker" and not docker_ready({"kind": "docker"}):
+        pytest.skip("no Docker engine with the sandbox image (run scripts/test.sh to set them up)")
+    box = open_sandbox({"kind": request.param})
+    yield box
+    box.close()
+
+
+@pytest.fixture(scope="module")
+def grader() -> Iterator[Grader]:
+    with Grader(GraderConfig(per_test_timeout_s=1.0)) as grading:
+        yield grading
+
+
+def test_at_least_ten_classes_and_the_docs_list_each_with_its_outcome() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    documented = dict(re.findall(r"^\| `(\w+)` \|[^|]*\| ((?:blocked|detected)[^|]*?) \|$", text, re.MULTILINE))
+    expected = {
+        e.name: e.outcome + (": " + ", ".join(f"`{kind}`" for kind in e.flags) if e.flags else "") for e in EXPLOITS
+    }
+    assert len(EXPLOITS) >= 10 and documented == expected
+
+
+@pytest.mark.parametrize("exploit", EXPLOITS, ids=[e.name for e in EXPLOITS])
+def test_exploit_scores_zero_and_is_flagged_as_documented(
+    exploit: Exploit, sandbox: Any, grader: Grader, tasks: dict[str, CodingTask]
+) -> None:
+    for task_id in exploit.targets:
+        task = tasks[task_id]
+        result = grader.grade(sandbox, task, "\n" + exploit.solution(task.entry_point))
+        assert result.fraction == 0.0, (task_id, result.errors)  # blocked, whatever was flagged
+        kinds = {flag.kind for flag in result.flags}
+        assert set(exploit.flags) <= kinds, (task_id, result.flags)  # detected
+        assert ("detected" in exploit.outcome) == bool(exploit.flags)
+
+
+def _legacy_grade() -> Any:
+    spec = importlib.util.spec_from_file_location("legacy_grader", ROOT / "scripts" / "legacy_grader.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.legacy_grade
+
+
+@pytest.mark.parametrize("exploit", [e for e in EXPLOITS if e.beat_old_grader], ids=lambda e: e.name)
+def test_the_exploit_is_real_it_beat_the_old_in_process_grader(exploit: Exploit, tasks: dict[str, CodingTask]) -> None:
+    legacy_grade = _legacy_grade()
+    with open_sandbox({"kind": "process"}) as sandbox:
+        for task_id in exploit.targets:
+            task = tasks[task_id]
+            program = build_program(task, "\n" + exploit.solution(task.entry_point))
+            assert all(legacy_grade(sandbox, program, task.tests, 1.0)), task_id
