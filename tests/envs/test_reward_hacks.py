@@ -80,3 +80,37 @@ def test_the_exploit_is_real_it_beat_the_old_in_process_grader(exploit: Exploit,
             task = tasks[task_id]
             program = build_program(task, "\n" + exploit.solution(task.entry_point))
             assert all(legacy_grade(sandbox, program, task.tests, 1.0)), task_id
+
+
+def test_codeexec_reports_flags_and_can_zero_a_flagged_reward() -> None:
+    from envs.code_exec import CodeExecEnv
+
+    # Solves the task, but introspects frames on the way: flagged, and zeroed only when asked.
+    code = "import sys\ndef add_three(x):\n    sys._getframe(0)\n    return x + 3\n"
+    action = f"```python\n{code}```"
+    for zero, expected in ((False, 1.0), (True, 0.0)):
+        env = CodeExecEnv(
+            tasks="easy", split="all", max_turns=1, zero_reward_if_flagged=zero, sandbox={"kind": "process"}
+        )
+        try:
+            env.reset(seed=0, options={"task_id": "easy/arithmetic/01"})
+            _, reward, terminated, _, info = env.step(action)
+        finally:
+            env.close()
+        assert terminated and reward == expected and info["success"] is (not zero)
+        assert any(flag.startswith("introspection: ") for flag in info["hack_flags"])
+        assert info.get("final_reward") == (0.0 if zero else None)
+
+
+def test_the_judge_is_out_of_the_solutions_reach(grader: Grader, tasks: dict[str, CodingTask]) -> None:
+    import os
+
+    with open_sandbox({"kind": "process"}) as sandbox:
+        grader.grade(sandbox, tasks["easy/arithmetic/01"], "def add_three(x):\n    return x + 3\n")
+    pid = grader._judge._proc.pid  # type: ignore[union-attr]
+    # Non-dumpable: its /proc files belong to root, so no other uid can read its memory or descriptors.
+    assert os.stat(f"/proc/{pid}/environ").st_uid == 0
+    with open(f"/proc/{pid}/status") as fh:
+        uids = next(line.split()[1:] for line in fh if line.startswith("Uid:"))
+    expected = str(GraderConfig().judge_uid) if os.geteuid() == 0 else str(os.geteuid())
+    assert uids == [expected] * 4  # not the sandbox's 65534, not root
