@@ -28,7 +28,7 @@ from sandboxes.session.process_tree import (
 class Service:
     """One running service process and the supervisor's ends of its pipes."""
 
-    def __init__(self, cfg: dict[str, Any], source: str) -> None:
+    def __init__(self, cfg: dict[str, Any], code: Any) -> None:
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
         err_r, err_w = new_pipe()
@@ -39,7 +39,7 @@ class Service:
                 os.dup2(src, dst)
             # Nothing of the supervisor (its channel to the host, the worker's pipes) stays reachable.
             os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-            self.serve(cfg, source)
+            self.serve(cfg, code)
         for fd in (req_r, rep_w, err_w):
             os.close(fd)
         os.set_blocking(self.rep_r, False)
@@ -49,19 +49,19 @@ class Service:
         self.alive = True
 
     @staticmethod
-    def serve(cfg: dict[str, Any], source: str) -> None:
-        """The child: run ``source`` (which serves requests on fds 0/1 itself); never returns."""
-        code = 0
+    def serve(cfg: dict[str, Any], code: Any) -> None:
+        """The child: run ``code`` (compiled source that serves requests on fds 0/1 itself); never returns."""
+        status = 0
         try:
             ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             apply_limits(cfg)
             os.chdir(cfg["workdir"])
-            exec(compile(source, "<service>", "exec"), {"__name__": "__service__"})
+            exec(code, {"__name__": "__service__"})
         except BaseException as exc:  # noqa: BLE001 - the child must reach os._exit
             os.write(2, ("service failed: %s: %s\n" % (type(exc).__name__, exc)).encode("utf-8", "replace"))
-            code = 1
+            status = 1
         finally:
-            os._exit(code)
+            os._exit(status)
 
     def request(self, text: str, deadline: float, max_reply_bytes: int) -> dict[str, Any]:
         """Send one request and wait for one reply frame; a timeout, death or oversized reply ends the service."""

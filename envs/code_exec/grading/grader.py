@@ -113,11 +113,14 @@ class _GradingRun:
 
     def execute(self, judge: JudgeProcess) -> GradeResult:
         start = time.monotonic()
+        load_error = "grading did not start"
         try:
+            judge.start_job(self._job())  # the judge forks and runs the prefix while the solution loads
             load_error = self.solution.start()
             if load_error is None:
                 self._judge_tests(judge)
         finally:
+            judge.finish_job(abort=load_error is not None)
             self.solution.close()
         missing = "no verdict (the judge stopped)" if load_error is None else f"solution failed: {load_error}"
         verdicts = [
@@ -126,31 +129,32 @@ class _GradingRun:
         unique = list({(f.kind, f.detail): f for f in self.flags}.values())
         return GradeResult(verdicts=verdicts, flags=unique, duration_s=time.monotonic() - start)
 
-    def _judge_tests(self, judge: JudgeProcess) -> None:
-        per_test = self.config.per_test_timeout_s
-        alarm_s = per_test + self.config.load_s + 0.5  # the judge's own backstop; the relay times the solution
-        job = {
+    @property
+    def alarm_s(self) -> float:
+        """The judge's own per-test backstop (the relay times the solution's calls exactly)."""
+        return self.config.per_test_timeout_s + self.config.load_s + 0.5
+
+    def _job(self) -> dict[str, Any]:
+        return {
             "prefix": self.task.code_prefix,
             "tests": list(self.task.tests),
             "entry_point": self.task.entry_point,
-            "alarm_s": alarm_s,
-            "cpu_s": len(self.task.tests) * alarm_s + 10,
+            "alarm_s": self.alarm_s,
+            "cpu_s": len(self.task.tests) * self.alarm_s + 10,
         }
-        judge.start_job(job)
+
+    def _judge_tests(self, judge: JudgeProcess) -> None:
+        slack = self.alarm_s - self.config.per_test_timeout_s + self.config.judge_grace_s
         deadline = time.monotonic() + 10.0 + self.config.load_s  # a fresh zygote starts, the prefix runs
         try:
             while self._relay(judge, judge.receive(deadline)):
-                deadline = (
-                    max(self.solution.deadline, time.monotonic()) + alarm_s - per_test + self.config.judge_grace_s
-                )
+                deadline = max(self.solution.deadline, time.monotonic()) + slack
         except JudgeTimeout:
             judge.kill_child()
             if self.current is not None and self.current not in self.verdicts:
                 self._verdict(self.current, "the test ran past its time limit (the judge was stopped)", True)
         except JudgeLost:
             pass
-        finally:
-            judge.finish_job()
 
     def _relay(self, judge: JudgeProcess, message: dict[str, Any]) -> bool:
         """Act on one message of the judge; False when the job is over."""

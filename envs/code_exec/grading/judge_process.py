@@ -105,10 +105,13 @@ class JudgeProcess:
             self._open = False
         return message
 
-    def finish_job(self, timeout_s: float = 5.0) -> None:
-        """Kill the child if it still runs, and read up to the zygote's exit report, so the next job starts clean."""
+    def finish_job(self, *, abort: bool = False, timeout_s: float = 5.0) -> None:
+        """Read up to the zygote's report that the job's child ended, so the next job starts clean; ``abort``
+        kills the child first (the solution failed to load, so its tests need not run)."""
         deadline = time.monotonic() + timeout_s
         while self._open:
+            if abort:
+                self.kill_child()
             try:
                 self.receive(deadline)
             except JudgeTimeout:
