@@ -121,6 +121,17 @@ def test_decoder_is_strict(text: str) -> None:
         Decoder(lambda ref: None).decode(loads(text))
 
 
+def test_a_too_large_value_is_not_taken_for_tampering_and_forged_flag_lines_are_ignored() -> None:
+    from envs.code_exec.grading.monitor import FLAG_PREFIX
+    from envs.code_exec.grading.solution_process import parse_flag_lines
+    from envs.code_exec.grading.wire import MAX_NODES, WireSizeError
+
+    with pytest.raises(WireSizeError):
+        Decoder(lambda ref: None).decode([0] * MAX_NODES)
+    lines = [FLAG_PREFIX + '["introspection", "gc.get_objects"]', FLAG_PREFIX + "5", FLAG_PREFIX + '["bogus", 1]', "x"]
+    assert [str(f) for f in parse_flag_lines("\n".join(lines))] == ["introspection: gc.get_objects"]
+
+
 def test_exceptions_cross_as_their_nearest_builtin_type() -> None:
     described = {"type": "MyError", "builtin": ["KeyError", "LookupError", "Exception"], "message": "k"}
     assert type(rebuild_exception(described)) is KeyError
@@ -217,3 +228,16 @@ def test_judge_limits_and_plain_data_only(grader: Grader, sandbox: Any) -> None:
     result = run(grader, sandbox, "def f(x):\n    return None\n", "f", *tests)
     assert result.passed == [False, True] and "cannot be passed" in result.errors[0]
     assert json.loads(result.model_dump_json())["verdicts"][1]["passed"] is True
+
+
+def test_a_judge_that_cannot_read_its_stdlib_after_dropping_root_is_a_clear_error(sandbox: Any) -> None:
+    import os
+    import sys
+    from pathlib import Path
+
+    stdlib = Path(os.__file__).resolve().parent
+    if os.geteuid() != 0 or all(os.stat(p).st_mode & 0o005 for p in (stdlib, *stdlib.parents)):
+        pytest.skip("needs root and a Python whose stdlib other users cannot read (e.g. under /root)")
+    with Grader(GraderConfig(judge_python=str(Path(sys.executable).resolve()))) as grader:
+        with pytest.raises(GradingError, match="judge_python"):
+            run(grader, sandbox, "def f():\n    return 1\n", "f", "assert f() == 1")

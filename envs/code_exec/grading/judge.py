@@ -18,7 +18,16 @@ import struct
 import sys
 from typing import Any
 
-from envs.code_exec.grading.wire import TAG, Decoder, Encoder, SolutionError, WireError, loads, rebuild_exception
+from envs.code_exec.grading.wire import (
+    TAG,
+    Decoder,
+    Encoder,
+    SolutionError,
+    WireError,
+    WireSizeError,
+    loads,
+    rebuild_exception,
+)
 
 PR_SET_DUMPABLE = 4
 
@@ -153,6 +162,8 @@ class Judge:
             raise TimeoutError(detail) if kind == "timeout" else SolutionError(detail)
         try:
             return self.outcome(loads(answer["text"]), args, kwargs or {})
+        except WireSizeError as exc:
+            raise SolutionError(f"the solution's answer is too large to check ({exc})") from None
         except WireError as exc:
             self.send({"op": "flag", "kind": "channel_tampering", "detail": f"malformed answer: {exc}"[:200]})
             raise SolutionError(f"the solution's process sent malformed data ({exc})") from None
@@ -236,6 +247,7 @@ def harden(cfg: dict[str, Any]) -> None:
         os.setuid(cfg["uid"])
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     resource.setrlimit(resource.RLIMIT_AS, (cfg["memory_bytes"], cfg["memory_bytes"]))
+    os.listdir(os.path.dirname(os.__file__))  # test code imports the stdlib: it must stay readable as this uid
 
 
 def run_child(reader: FrameReader, out_fd: int, job: dict[str, Any]) -> None:
@@ -259,9 +271,14 @@ def run_child(reader: FrameReader, out_fd: int, job: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    """The zygote: harden, then fork one child per job frame until the host closes the channel."""
-    harden(json.loads(sys.argv[1]))
+    """The zygote: harden, say whether that worked, then fork one child per job frame until the channel closes."""
     in_fd, out_fd = os.dup(0), os.dup(1)
+    try:
+        harden(json.loads(sys.argv[1]))
+    except OSError as exc:
+        write_frame(out_fd, {"op": "error", "error": f"{type(exc).__name__}: {exc}", "python": sys.executable})
+        return
+    write_frame(out_fd, {"op": "ready"})
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # prints of test code go nowhere; the channel is private
         os.dup2(null, fd)

@@ -63,8 +63,23 @@ class JudgeProcess:
         if self._proc is None or self._proc.poll() is not None:
             self.close()
             self._proc, self._buf = self._start(), bytearray()
+            self._await_ready()
         self._child, self._open = None, True
         self.send({"op": "job", **job})
+
+    def _await_ready(self) -> None:
+        try:
+            first = self.receive(time.monotonic() + 30.0)
+        except GradingError as exc:
+            self.close()
+            raise GradingError(f"the judge process ({self.python}) did not start: {exc}") from exc
+        if first.get("op") != "ready":
+            self.close()
+            raise GradingError(
+                f"the judge ({first.get('python')}) cannot harden itself: {first.get('error')}; set GraderConfig."
+                "judge_python to an interpreter whose standard library the judge's uid can read (e.g. "
+                "/usr/bin/python3), or run the trainer as a user other than root"
+            )
 
     def send(self, message: dict[str, Any]) -> None:
         """One frame to the zygote's stdin (the current child reads it)."""

@@ -26,7 +26,7 @@ def parse_flag_lines(stderr: str) -> list[HackFlag]:
         try:
             kind, detail = json.loads(line[len(FLAG_PREFIX) :])
             flags.append(HackFlag(kind=kind, detail=str(detail)[:200], source="runtime"))
-        except ValueError:
+        except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError
             continue
     return flags
 

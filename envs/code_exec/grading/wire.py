@@ -31,6 +31,10 @@ class WireError(ValueError):
     """Data that is not a valid encoding of plain values (a tampered or broken channel)."""
 
 
+class WireSizeError(WireError):
+    """A valid encoding of a value too large to decode (an honest solution can return one: not tampering)."""
+
+
 class SolutionError(RuntimeError):
     """The solution failed in a way the test code must not catch as a builtin type (exit, StopIteration, ...)."""
 
@@ -110,8 +114,10 @@ class Decoder:
     def decode(self, data: Any, depth: int = 0) -> Any:
         """The value ``data`` encodes."""
         self.budget -= 1
-        if self.budget < 0 or depth > MAX_DEPTH + 1:
-            raise WireError("value too large or too deeply nested")
+        if self.budget < 0:
+            raise WireSizeError(f"value of more than {MAX_NODES} items")
+        if depth > MAX_DEPTH + 1:
+            raise WireError("value nested deeper than the codec sends")
         kind = type(data)
         if data is None or kind in (bool, int, float, str):
             return data
