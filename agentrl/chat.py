@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from agentrl.env import Message
 from agentrl.errors import TemplateError
-from agentrl.tools import template_supports_tools, with_tools_prompt
+from agentrl.messages import Message
 
 TemplateMismatch = Literal["error", "new_segment"]
 
@@ -49,11 +49,53 @@ def fingerprint(tokenizer: Any) -> dict[str, Any]:
     }
 
 
+def tools_system_prompt(schemas: Sequence[dict[str, Any]]) -> str:
+    """The Qwen/Hermes tools section of a system prompt, for templates without tool support."""
+    lines = "\n".join(json.dumps(schema, ensure_ascii=False) for schema in schemas)
+    return (
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n"
+        f"<tools>\n{lines}\n</tools>\n\n"
+        "For each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    )
+
+
+def with_tools_prompt(messages: Sequence[Message], schemas: Sequence[dict[str, Any]]) -> list[Message]:
+    """Messages with the tools prompt appended to the system message (one is prepended when absent)."""
+    if not schemas:
+        return list(messages)
+    prompt = tools_system_prompt(schemas)
+    out = [dict(m) for m in messages]
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0]['content']}\n\n{prompt}"
+    else:
+        out.insert(0, {"role": "system", "content": prompt})
+    return out
+
+
+_PROBE_NAME = "agentrl_probe_tool_7f3a"
+
+
+def template_supports_tools(tokenizer: Any) -> bool:
+    """True when the tokenizer's chat template renders a ``tools=`` list (probed with a sentinel tool)."""
+    probe = {
+        "type": "function",
+        "function": {"name": _PROBE_NAME, "description": "probe", "parameters": {"type": "object", "properties": {}}},
+    }
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[probe], tokenize=False)
+    except Exception:  # noqa: BLE001 - any template failure on tools= means "no tool support"
+        return False
+    return isinstance(text, str) and _PROBE_NAME in text
+
+
 class ChatAssembler:
     """Renders chats with a tokenizer's template and tokenizes them; knows the end-of-turn ids.
 
     ``tools`` are JSON schemas: passed to the template when it renders them, else described in
-    the system message (``agentrl.tools.with_tools_prompt``). ``template_mismatch`` says what a
+    the system message (``with_tools_prompt``). ``template_mismatch`` says what a
     ``TokenLedger`` does when the template cannot extend the history as an exact prefix.
     """
 

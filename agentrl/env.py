@@ -8,15 +8,28 @@ are deterministic given (seed, options, actions) can be restored mid-episode by 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, SupportsFloat
+from typing import Any, ClassVar, SupportsFloat, TypedDict
 
 import gymnasium as gym
 from pydantic import BaseModel
 
 from agentrl.errors import RolloutError
+from agentrl.messages import Message, assistant, system, tool, user
 from agentrl.spaces import MessageList, UnicodeText
+from agentrl.tools import as_tool
 
-Message = dict[str, Any]
+__all__ = [
+    "EnvInfo",
+    "Message",
+    "MultiTurnEnv",
+    "StepResult",
+    "assistant",
+    "restore_env",
+    "system",
+    "tool",
+    "user",
+]
+
 StepResult = tuple[list[Message], SupportsFloat, bool, bool, dict[str, Any]]
 
 HACK_FLAGS = "hack_flags"
@@ -36,27 +49,39 @@ def hack_flags(info: dict[str, Any]) -> list[str]:
     return flags
 
 
-def system(content: str) -> Message:
-    """A system chat message."""
-    return {"role": "system", "content": content}
+class EnvInfo(TypedDict, total=False):
+    """Every key of ``reset``/``step`` info that agentrl reads; all are optional, other keys are only recorded.
 
+    The info dict of each step is stored on the turn record (``agentrl inspect`` shows it) after a
+    JSON round trip; ``agentrl.env_contract`` checks the types of these keys where info enters the
+    rollout, and ``docs/writing-an-environment.md`` lists them.
+    """
 
-def user(content: str) -> Message:
-    """A user chat message."""
-    return {"role": "user", "content": content}
-
-
-def assistant(content: str) -> Message:
-    """An assistant chat message."""
-    return {"role": "assistant", "content": content}
-
-
-def tool(content: str, name: str | None = None) -> Message:
-    """A tool-result chat message."""
-    message: Message = {"role": "tool", "content": content}
-    if name is not None:
-        message["name"] = name
-    return message
+    success: bool
+    """Step that ends the episode: the task was solved. Drives pass@k (``agentrl eval``, held-out eval) and
+    ``episode/success_rate``; absent, an episode succeeds when its final reward is at least 1."""
+    reward_components: dict[str, float]
+    """Step: named parts of the reward, logged as ``episode/reward_<name>``; the latest step's dict is the
+    episode's."""
+    outcome: float
+    """Step that ends the episode: the episode's outcome R_i, separate from the turn rewards (which then are
+    per-turn signals); absent, R_i is the sum of the turn rewards. See "Rewards" in the env tutorial."""
+    max_new_tokens: int
+    """Reset or step: most tokens of the next assistant reply (never more than ``rollout.max_new_tokens``)."""
+    sandbox_time_s: float
+    """Step: seconds this turn spent in a sandbox, summed into ``rollout/sandbox_time_s``."""
+    action: str
+    """Step of a tool/code env: what the turn did, ``"run"`` (code executed, not graded as the answer),
+    ``"submit"`` (graded), ``"none"`` or ``"invalid"``; read by the behaviour metrics (``agentrl.behaviour``)."""
+    run_failed: bool
+    """Step with ``action`` ``"run"``: the code raised, timed out or failed a check it was run against; the
+    behaviour metrics count a later solve as a recovery."""
+    code_ran: bool
+    """Step: code was executed and ran; ``False`` counts as a failed run when ``run_failed`` is absent."""
+    hack_flags: list[str]
+    """Step: signals of attempted reward hacking seen in this turn, each ``"<kind>: <detail>"``; recorded on
+    the episode (``Episode.hack_flags``), counted as ``reward/hack_suspect_frac``, shown by ``agentrl inspect``
+    (see ``HACK_FLAGS``)."""
 
 
 class MultiTurnEnv(gym.Env[list[Message], str]):
@@ -64,8 +89,15 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
 
     * action: the assistant's text for one turn (``str``, any Unicode);
     * observation: the list of new chat messages (``{"role", "content"}`` dicts) the env adds;
+    * info (of ``reset`` and ``step``): a JSON-able dict; the keys agentrl reads are those of ``EnvInfo``,
+      the rest is recorded on the turn for inspection;
     * ``reset(seed=..., options={"task_id": ...})`` starts the task ``task_id`` when the env has
       a task set (``task_ids()``); call ``super().reset(seed=seed)`` first to seed ``np_random``;
+    * rewards: ``step`` returns the reward r_k of that turn. The episode's outcome R is
+      ``info["outcome"]`` when the env sets it on the step that ends the episode: a reward of its
+      own (e.g. the final verdict), *not* the sum of the turn rewards and never added to them, so
+      per-turn schemes see the turn rewards as shaping and R as the result. Without it, R is the
+      return, the sum of the turn rewards (each counted once). See docs/writing-an-environment.md;
     * ``max_turns``: the rollout stops the episode (truncated) after this many assistant turns;
     * ``tools``: plain typed Python functions the model may call (see ``agentrl.tools``);
     * ``config_model``: optional pydantic model of the constructor kwargs, checked before a run starts;
@@ -99,8 +131,6 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """JSON schemas (OpenAI/Qwen function format) of ``tools``, for the chat template."""
-        from agentrl.tools import as_tool  # lazy: agentrl.tools builds on this module's helpers
-
         return [as_tool(fn).schema for fn in self.tools]
 
     def preflight(self) -> list[str]:

@@ -33,6 +33,10 @@ class TemplateError(AgentRLError, ValueError):
     """A chat template cannot extend the token history as an exact prefix."""
 
 
+class EnvContractError(AgentRLError, TypeError):
+    """An environment's ``reset`` or ``step`` returned something outside the env contract (``agentrl.env``)."""
+
+
 class EngineError(AgentRLError, RuntimeError):
     """An inference engine failed, is unreachable, or returned malformed data."""
 
@@ -43,6 +47,10 @@ class EngineConfigError(EngineError, ValueError):
 
 class RolloutError(AgentRLError, RuntimeError):
     """A rollout step failed (and the config says failures are fatal)."""
+
+
+class ReplayDivergenceError(RolloutError):
+    """Restoring an environment reproduced a state that differs from the recorded one (the episode restarts)."""
 
 
 class RolloutBufferError(AgentRLError, RuntimeError):

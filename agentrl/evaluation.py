@@ -1,8 +1,8 @@
 """Evaluation: pass@k with the unbiased estimator (Chen et al. 2021, eq. 1) over an env's task set.
 
 Each task is sampled ``samples`` times through the same episode loop training uses
-(``EpisodeRunner``); an episode succeeds when its last step's info says ``success`` (else when
-its final reward reaches 1). Envs are created once per concurrent slot and reused across tasks.
+(``EpisodeRunner``); an episode succeeds as ``Episode.success`` says (its last step's info
+``success``, else a final reward of 1). Envs are created once per concurrent slot and reused across tasks.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.behaviour import behaviour_metrics
 from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
@@ -39,15 +40,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         return 1.0
     # The product form avoids huge binomials (Chen et al. 2021, Figure 3).
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
-
-
-def episode_success(episode: Episode) -> bool:
-    """True when the episode's last step reported success (or, lacking that, its reward reached 1)."""
-    if episode.status == "failed":
-        return False
-    if episode.turns and "success" in episode.turns[-1].info:
-        return bool(episode.turns[-1].info["success"])
-    return (episode.final_reward or 0.0) >= 1.0 - 1e-9
 
 
 @dataclass
@@ -72,12 +64,14 @@ class EvalReport:
     tokens_generated: int
     duration_s: float
     tasks: list[TaskResult]
+    behaviour: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
-        """One line: pass@k values, mean reward, task count and time."""
+        """One line: pass@k values, mean reward, task count and time (plus turns used when multi-turn)."""
         passes = "  ".join(f"pass@{k} {v:.3f}" for k, v in self.pass_at_k.items())
+        turns = f"  turns {self.behaviour['turns_mean']:.2f}" if self.behaviour.get("turns_mean", 1.0) > 1.0 else ""
         return (
-            f"{passes}  mean reward {self.mean_reward:.3f}  ({self.num_tasks} tasks x {self.samples} samples, "
+            f"{passes}  mean reward {self.mean_reward:.3f}{turns}  ({self.num_tasks} tasks x {self.samples} samples, "
             f"{self.duration_s:.0f} s)"
         )
 
@@ -88,9 +82,15 @@ class EvalReport:
 
 
 def summarize(
-    results: Sequence[TaskResult], ks: Sequence[int], samples: int, *, tokens: int = 0, duration_s: float = 0.0
+    results: Sequence[TaskResult],
+    ks: Sequence[int],
+    samples: int,
+    *,
+    tokens: int = 0,
+    duration_s: float = 0.0,
+    behaviour: dict[str, float] | None = None,
 ) -> EvalReport:
-    """Average unbiased pass@k over tasks (each task has ``samples`` samples)."""
+    """Average unbiased pass@k over tasks (each task has ``samples`` samples); ``behaviour`` is passed through."""
     bad = [k for k in ks if k > samples]
     if bad:
         raise ConfigError(
@@ -111,6 +111,7 @@ def summarize(
         tokens_generated=tokens,
         duration_s=duration_s,
         tasks=list(results),
+        behaviour=dict(behaviour or {}),
     )
 
 
@@ -149,6 +150,7 @@ async def evaluate(
     assembler = ChatAssembler(tokenizer, tools=first.tool_schemas() or None, template_mismatch=config.template_mismatch)
     metrics = RolloutMetrics()
     results = {task_id: TaskResult(task_id) for task_id in ids}
+    finished: list[Episode] = []
     with ThreadPoolExecutor(max_workers=slots) as executor:
         ctx = RunContext(engine=engine, config=config, assembler=assembler, executor=executor, metrics=metrics)
         jobs = [_run_one(ctx, envs, task_id, i) for task_id in ids for i in range(samples)]
@@ -156,15 +158,21 @@ async def evaluate(
             for done in asyncio.as_completed(jobs):
                 episode = await done
                 result = results[episode.task_id]
-                result.successes.append(episode_success(episode))
+                result.successes.append(episode.success)
                 result.rewards.append(float(episode.final_reward or 0.0))
                 if episode.error:
                     result.errors.append(episode.error)
+                finished.append(episode)
                 if on_episode is not None:
                     on_episode(episode)
         finally:
             while not envs.empty():
                 envs.get_nowait().close()
     return summarize(
-        list(results.values()), ks, samples, tokens=metrics.tokens_generated, duration_s=time.perf_counter() - started
+        list(results.values()),
+        ks,
+        samples,
+        tokens=metrics.tokens_generated,
+        duration_s=time.perf_counter() - started,
+        behaviour=behaviour_metrics(finished),
     )

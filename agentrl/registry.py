@@ -26,7 +26,7 @@ DEFAULT_MODULES = ("envs",)
 
 
 @dataclass(frozen=True)
-class EnvInfo:
+class EnvListing:
     """What ``agentrl envs`` shows about one registered multi-turn environment."""
 
     id: str
@@ -63,8 +63,9 @@ def import_env_modules(modules: Sequence[str] = DEFAULT_MODULES) -> None:
             importlib.import_module(name)
         except ImportError as exc:
             raise EnvNotFoundError(
-                f"cannot import env module {name!r} (env.import_modules): {exc}. Install the package that "
-                "provides it or remove it from env.import_modules"
+                f"cannot import env module {name!r} (env.import_modules): {exc}. Run the agentrl command in the "
+                "directory that holds it or add that directory to PYTHONPATH, install the package that provides it, "
+                "or remove it from env.import_modules"
             ) from exc
 
 
@@ -91,7 +92,8 @@ def _resolve_class_path(ref: str) -> ResolvedEnv:
     except ImportError as exc:
         raise EnvNotFoundError(
             f"cannot import module {module_name!r} of env {ref!r}: {exc}. Check the module path (a 'module:Class' "
-            "string) or install it"
+            f"string); the agentrl command imports from the working directory, so run it where {module_name}.py is, "
+            "or add that directory to PYTHONPATH, or install the module"
         ) from exc
     target = getattr(module, attr, None)
     if target is None and attr in gym.registry:  # Gymnasium's own 'module:Env-v0' syntax
@@ -196,19 +198,33 @@ def make_env(env_id: str, **kwargs: Any) -> MultiTurnEnv:
     return make_env_factory(EnvConfig(id=env_id, kwargs=kwargs))()
 
 
-def list_envs(import_modules: Sequence[str] = DEFAULT_MODULES) -> list[EnvInfo]:
-    """The registered multi-turn environments, sorted by id."""
+def _tool_names(tools: Sequence[Any]) -> tuple[str, ...]:
+    return tuple(getattr(t, "name", getattr(t, "__name__", str(t))) for t in tools)
+
+
+def _listing(env_id: str, spec: EnvSpec, cls: type[MultiTurnEnv]) -> EnvListing:
+    """What one env is with its registered default kwargs: an env may set max_turns/tools from its config."""
+    doc = (cls.__doc__ or "").strip().splitlines()
+    summary = doc[0] if doc else ""
+    entry = spec.entry_point if isinstance(spec.entry_point, str) else f"{cls.__module__}:{cls.__qualname__}"
+    max_turns, tools = cls.max_turns, _tool_names(cls.tools)
+    try:  # constructing an env is cheap by contract (resources start on first use)
+        env = _build(ResolvedEnv(ref=env_id, creator=cls, spec=spec), {})
+    except Exception as exc:  # noqa: BLE001 - a listing shows the class defaults and says why, never fails
+        summary = f"{summary} (class defaults shown: constructing it failed: {type(exc).__name__}: {exc})"
+    else:
+        max_turns, tools = env.max_turns, _tool_names(env.tools)
+        env.close()
+    return EnvListing(id=env_id, entry_point=entry, summary=summary, max_turns=max_turns, tools=tools)
+
+
+def list_envs(import_modules: Sequence[str] = DEFAULT_MODULES) -> list[EnvListing]:
+    """The registered multi-turn environments, sorted by id, as built with their default kwargs."""
     import_env_modules(import_modules)
-    infos = []
+    listings = []
     for env_id in sorted(_multiturn_ids()):
         spec = gym.registry[env_id]
         cls = _spec_class(spec)
-        if cls is None:  # cannot happen for ids from _multiturn_ids; keeps the type checker honest
-            continue
-        doc = (cls.__doc__ or "").strip().splitlines()
-        tools = tuple(getattr(t, "name", getattr(t, "__name__", str(t))) for t in cls.tools)
-        entry = spec.entry_point if isinstance(spec.entry_point, str) else f"{cls.__module__}:{cls.__qualname__}"
-        infos.append(
-            EnvInfo(id=env_id, entry_point=entry, summary=doc[0] if doc else "", max_turns=cls.max_turns, tools=tools)
-        )
-    return infos
+        if cls is not None:  # always, for ids from _multiturn_ids; keeps the type checker honest
+            listings.append(_listing(env_id, spec, cls))
+    return listings

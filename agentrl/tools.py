@@ -1,8 +1,8 @@
-"""Tools: typed Python functions with docstrings, their JSON schemas, execution, and the Qwen tools prompt.
+"""Tools: typed Python functions with docstrings, their JSON schemas, and execution of the calls in a model's text.
 
 A tool's schema is derived from its signature with pydantic; executing the calls found in a
 model's text (``execute_tool_calls``) never raises: bad calls become tool messages that say what
-to fix. ``tools_system_prompt`` describes tools for chat templates that lack tool support.
+to fix. How schemas reach the prompt is chat assembly's job (``agentrl.chat``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,21 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from agentrl.env import Message, tool
+from agentrl.chat import template_supports_tools, tools_system_prompt, with_tools_prompt
 from agentrl.errors import ConfigError, ToolCallError, did_you_mean
+from agentrl.messages import Message, tool
 from agentrl.toolcall import parse_tool_calls
+
+# The chat-template helpers live with chat assembly (agentrl.chat); importable from here as before.
+__all__ = [
+    "Tool",
+    "as_tool",
+    "execute_tool_calls",
+    "run_tool_call",
+    "template_supports_tools",
+    "tools_system_prompt",
+    "with_tools_prompt",
+]
 
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _ARG_HEADERS = {"args", "arguments", "parameters"}
@@ -157,45 +169,3 @@ def execute_tool_calls(
             continue
         messages.append(tool(run_tool_call(call.name, call.arguments, by_name, max_chars=max_chars), name=call.name))
     return messages
-
-
-def tools_system_prompt(schemas: Sequence[dict[str, Any]]) -> str:
-    """The Qwen/Hermes tools section of a system prompt, for templates without tool support."""
-    lines = "\n".join(json.dumps(schema, ensure_ascii=False) for schema in schemas)
-    return (
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-        "You are provided with function signatures within <tools></tools> XML tags:\n"
-        f"<tools>\n{lines}\n</tools>\n\n"
-        "For each function call, return a json object with function name and arguments within "
-        "<tool_call></tool_call> XML tags:\n<tool_call>\n"
-        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
-    )
-
-
-def with_tools_prompt(messages: Sequence[Message], schemas: Sequence[dict[str, Any]]) -> list[Message]:
-    """Messages with the tools prompt appended to the system message (one is prepended when absent)."""
-    if not schemas:
-        return list(messages)
-    prompt = tools_system_prompt(schemas)
-    out = [dict(m) for m in messages]
-    if out and out[0].get("role") == "system":
-        out[0]["content"] = f"{out[0]['content']}\n\n{prompt}"
-    else:
-        out.insert(0, {"role": "system", "content": prompt})
-    return out
-
-
-_PROBE_NAME = "agentrl_probe_tool_7f3a"
-
-
-def template_supports_tools(tokenizer: Any) -> bool:
-    """True when the tokenizer's chat template renders a ``tools=`` list (probed with a sentinel tool)."""
-    probe = {
-        "type": "function",
-        "function": {"name": _PROBE_NAME, "description": "probe", "parameters": {"type": "object", "properties": {}}},
-    }
-    try:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[probe], tokenize=False)
-    except Exception:  # noqa: BLE001 - any template failure on tools= means "no tool support"
-        return False
-    return isinstance(text, str) and _PROBE_NAME in text

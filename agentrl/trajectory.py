@@ -79,7 +79,14 @@ class TurnRecord(BaseModel):
     env_messages: list[dict[str, Any]] = Field(
         default_factory=list, description="Messages the env added after this turn."
     )
-    info: dict[str, Any] = Field(default_factory=dict, description="JSON-able info returned by env.step.")
+    max_new_tokens: int | None = Field(
+        None,
+        description="The env's cap on this turn's reply (info max_new_tokens of reset or of the previous step); "
+        "None: rollout.max_new_tokens alone.",
+    )
+    info: dict[str, Any] = Field(
+        default_factory=dict, description="JSON-able info returned by env.step, exactly as the env returned it."
+    )
 
 
 class Episode(BaseModel):
@@ -106,7 +113,14 @@ class Episode(BaseModel):
         "running", description="running, partial (aborted mid-way, resumable), complete, truncated, failed."
     )
     final_reward: float | None = Field(
-        None, description="Outcome reward (sum of per-turn rewards unless the env says otherwise)."
+        None,
+        description="The episode's outcome R_i: the env's info['outcome'] when it set one, else the sum of the "
+        "per-turn rewards (the return).",
+    )
+    outcome: float | None = Field(
+        None,
+        description="The env's own outcome (info['outcome'] on the final step), separate from the turn rewards; "
+        "None when the env set none (then final_reward is the sum of the turn rewards).",
     )
     reward_components: dict[str, float] = Field(
         default_factory=dict, description="Named reward parts from env info, for logging."
@@ -132,6 +146,19 @@ class Episode(BaseModel):
         """Oldest policy version among sampled tokens (None when nothing was sampled)."""
         versions = [v for s in self.segments for v, m in zip(s.versions, s.loss_mask) if m]
         return min(versions) if versions else None
+
+    @property
+    def success(self) -> bool:
+        """Solved: the ``success`` the env reported at its last step, else a final reward of at least 1.
+
+        The one definition ``agentrl eval`` (pass@k) and the training metric ``episode/success_rate`` share;
+        a failed episode never succeeds.
+        """
+        if self.status == "failed":
+            return False
+        if self.turns and "success" in self.turns[-1].info:
+            return bool(self.turns[-1].info["success"])
+        return (self.final_reward or 0.0) >= 1.0 - 1e-9
 
     @property
     def turn_rewards(self) -> list[float | None]:

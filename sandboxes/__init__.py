@@ -1,7 +1,7 @@
 """Sandboxes for untrusted code: hardened Docker containers and a process fallback. Knows nothing of RL."""
 
 from sandboxes.base import Sandbox
-from sandboxes.config import DockerSandboxConfig, ProcessSandboxConfig, SandboxConfig
+from sandboxes.config import AutoSandboxConfig, DockerSandboxConfig, ProcessSandboxConfig, SandboxConfig
 from sandboxes.docker_backend import DockerSandbox, docker_available
 from sandboxes.errors import (
     ImageNotFoundError,
@@ -15,7 +15,7 @@ from sandboxes.errors import (
     SandboxStartError,
     SandboxUnavailableError,
 )
-from sandboxes.factory import make_sandbox, parse_sandbox_config
+from sandboxes.factory import make_sandbox, parse_sandbox_config, resolve_backend
 from sandboxes.pool import SandboxPool
 from sandboxes.process_backend import ProcessSandbox
 from sandboxes.reaper import reap_stale_containers
@@ -23,6 +23,7 @@ from sandboxes.result import ExecResult
 from sandboxes.service import SandboxService, ServiceReply
 
 __all__ = [
+    "AutoSandboxConfig",
     "DockerSandbox",
     "DockerSandboxConfig",
     "ExecResult",
@@ -47,4 +48,5 @@ __all__ = [
     "make_sandbox",
     "parse_sandbox_config",
     "reap_stale_containers",
+    "resolve_backend",
 ]

@@ -1,13 +1,14 @@
 """Pydantic configs of the sandbox backends: every limit is a documented field with a safe default.
 
-`SandboxConfig` is the tagged union (by `backend`) that environment configs embed.
+`SandboxConfig` is the tagged union (by `backend`: docker, process or auto) that environment configs embed.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MiB = 1024 * 1024
 
@@ -56,6 +57,11 @@ class DockerSandboxConfig(_LimitsConfig):
     workdir: str = Field(default="/sandbox", description="Writable tmpfs work dir (absent from the image).")
     workdir_size_bytes: int = Field(default=64 * MiB, ge=MiB, description="Size of the work dir tmpfs.")
     tmp_size_bytes: int = Field(default=16 * MiB, ge=MiB, description="Size of the /tmp tmpfs.")
+    extra_tmpfs: dict[str, int] = Field(
+        default_factory=dict,
+        description="More writable tmpfs dirs, absolute path -> size in bytes (task formats that write outside the "
+        "work dir, e.g. Harbor's /tests and /logs); owned by the sandbox user, wiped by reset().",
+    )
     workdir_exec: bool = Field(default=True, description="Allow executing files written to the work dir.")
     cpus: float = Field(default=1.0, gt=0, le=64, description="CPU quota in cores.")
     network_mode: Literal["none", "bridge"] = Field(default="none", description="'none' cuts all network.")
@@ -81,4 +87,44 @@ class ProcessSandboxConfig(_LimitsConfig):
     base_dir: str | None = Field(default=None, description="Parent of the per-sandbox temp dirs (None: $TMPDIR).")
 
 
-SandboxConfig = Annotated[DockerSandboxConfig | ProcessSandboxConfig, Field(discriminator="backend")]
+class AutoSandboxConfig(BaseModel):
+    """Docker when an engine answers and has the image, else the process backend with a warning (weaker isolation).
+
+    Fields of either backend may be given flat (``{"backend": "auto", "memory_bytes": ...}``): each goes to
+    every backend that has it. A name neither backend knows is an error.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["auto"] = Field(default="auto", description="Backend name.")
+    docker: DockerSandboxConfig = Field(default_factory=DockerSandboxConfig, description="Used when Docker is usable.")
+    process: ProcessSandboxConfig = Field(
+        default_factory=ProcessSandboxConfig, description="Used otherwise (with a warning)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spread_flat_fields(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        known = {"backend", "docker", "process"}
+        flat = {key: value for key, value in data.items() if key not in known}
+        backends = {"docker": DockerSandboxConfig, "process": ProcessSandboxConfig}
+        unknown = sorted(key for key in flat if not any(key in model.model_fields for model in backends.values()))
+        if unknown:
+            raise ValueError(
+                f"unknown sandbox field(s) {unknown}: neither DockerSandboxConfig nor ProcessSandboxConfig has them"
+            )
+        out: dict[str, Any] = {key: value for key, value in data.items() if key in known}
+        for name, model in backends.items():
+            own = data.get(name, {})
+            if isinstance(own, BaseModel):
+                own = own.model_dump(exclude_unset=True)
+            shared = {key: value for key, value in flat.items() if key in model.model_fields}
+            out[name] = {**shared, **own} if isinstance(own, Mapping) else own
+        return out
+
+
+SandboxConfig = Annotated[
+    DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig, Field(discriminator="backend")
+]

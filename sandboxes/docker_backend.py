@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import uuid
 import weakref
@@ -24,27 +23,11 @@ from sandboxes.base import Sandbox
 from sandboxes.channel import FrameChannel, max_frame_bytes
 from sandboxes.config import DockerSandboxConfig
 from sandboxes.errors import ImageNotFoundError, SandboxStartError, SandboxUnavailableError
+from sandboxes.reaper import LABEL, OWNER_LABEL, owner_tag, reap_stale_once
 from sandboxes.session import server_source
 
 SERVER_SOURCE = server_source()
-LABEL = "agentrl.sandbox"
-OWNER_LABEL = "agentrl.owner"
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
-
-
-def process_start_ticks(pid: int) -> str:
-    """The kernel start time of a process: with the pid, it identifies the process despite pid reuse."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def owner_tag(pid: int | None = None) -> str:
-    """host:pid:start of the process that owns a container (the reaper checks it is still alive)."""
-    pid = pid or os.getpid()
-    return f"{socket.gethostname()}:{pid}:{process_start_ticks(pid)}"
 
 
 def docker_url(config: DockerSandboxConfig) -> str:
@@ -84,7 +67,7 @@ def _force_remove(client: docker.DockerClient, container_id: str) -> None:
     try:
         client.api.remove_container(container_id, force=True)
     except (docker.errors.DockerException, requests.RequestException):
-        pass  # already gone, or the engine is: the reaper removes labelled leftovers on the next pool start
+        pass  # already gone, or the engine is: the next process to start a sandbox there reaps labelled leftovers
 
 
 def docker_available(config: DockerSandboxConfig | None = None) -> bool:
@@ -119,6 +102,8 @@ class DockerSandbox(Sandbox):
         try:
             self._client = client or connect(self.config)
             check_image(self._client, self.config.image)
+            # A killed process leaves its containers running: the next process to start a sandbox removes them.
+            reap_stale_once(self._client, docker_url(self.config))
             self._track(self._create_container(self._labels))
             self._start_session()
         except BaseException:
@@ -148,6 +133,10 @@ class DockerSandbox(Sandbox):
         tmpfs = {
             cfg.workdir: f"rw,{exec_flag},nosuid,nodev,size={cfg.workdir_size_bytes},mode=0700,{owner}",
             "/tmp": f"rw,noexec,nosuid,nodev,size={cfg.tmp_size_bytes},mode=1777",
+            **{
+                path: f"rw,{exec_flag},nosuid,nodev,size={size},mode=0700,{owner}"
+                for path, size in cfg.extra_tmpfs.items()
+            },
         }
         try:
             return self._client.containers.run(
@@ -178,7 +167,7 @@ class DockerSandbox(Sandbox):
             "workdir": cfg.workdir,
             "max_output_bytes": cfg.max_output_bytes,
             "max_read_bytes": cfg.max_read_bytes,
-            "wipe_dirs": [cfg.workdir, "/tmp"],
+            "wipe_dirs": [cfg.workdir, "/tmp", *cfg.extra_tmpfs],
             "kill_background": cfg.kill_background,
             "rlimits": {},
         }

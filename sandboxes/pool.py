@@ -1,8 +1,8 @@
 """SandboxPool: N warm sandboxes handed out one caller at a time, reset on release, replaced when broken.
 
 Thread-safe (rollouts call env.step from a thread pool); `acquire_async`/`release_async` wrap the same
-calls for asyncio code. Docker containers carry the pool's run id; stale ones of dead runs are reaped
-when a pool starts.
+calls for asyncio code. Docker containers carry the pool's run id; stale ones of dead processes are
+reaped when a pool starts (and when any process starts its first sandbox, ``reaper.py``).
 """
 
 from __future__ import annotations

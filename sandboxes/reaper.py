@@ -1,19 +1,43 @@
 """Crash-safe cleanup: remove sandbox containers whose owning process on this host is gone.
 
-Every container carries `agentrl.owner = host:pid:start-ticks`; a kill -9'd run leaves its containers
-behind, and the next pool (or `reap_stale_containers()`) removes them without touching live runs.
+Every container carries `agentrl.owner = host:pid:start-ticks`. A kill -9'd process never removes its
+containers, so the first DockerSandbox a process starts on an engine (pool or not), and every pool
+start, removes the containers of dead owners there, without touching those of live processes.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import socket
+import threading
 from typing import Any
 
 import docker.errors
+import requests
 
-from sandboxes.docker_backend import LABEL, OWNER_LABEL, process_start_ticks
-
+LABEL = "agentrl.sandbox"
+OWNER_LABEL = "agentrl.owner"
 RUN_LABEL = "agentrl.run_id"
+
+log = logging.getLogger(__name__)
+_reaped_engines: set[str] = set()
+_reaped_lock = threading.Lock()
+
+
+def process_start_ticks(pid: int) -> str:
+    """The kernel start time of a process: with the pid, it identifies the process despite pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """host:pid:start of the process that owns a container (the reaper checks it is still alive)."""
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{process_start_ticks(pid)}"
 
 
 def owner_alive(owner: str) -> bool:
@@ -37,4 +61,23 @@ def reap_stale_containers(client: Any, *, run_id: str | None = None) -> list[str
             removed.append(container.name)
         except docker.errors.NotFound:
             pass  # another reaper got there first
+    return removed
+
+
+def reap_stale_once(client: Any, engine: str) -> list[str]:
+    """``reap_stale_containers`` the first time this process uses ``engine`` (its URL); [] afterwards."""
+    with _reaped_lock:  # sandboxes start concurrently from a thread pool: one of them reaps
+        if engine in _reaped_engines:
+            return []
+        try:
+            removed = reap_stale_containers(client)
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            # Housekeeping only: the sandbox being started does not depend on it; the next start retries.
+            log.warning(
+                "could not reap stale sandbox containers on %s (%s); remove them by label %s", engine, exc, LABEL
+            )
+            return []
+        _reaped_engines.add(engine)
+    if removed:
+        log.warning("removed %d sandbox containers left by crashed processes: %s", len(removed), removed)
     return removed

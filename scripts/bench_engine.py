@@ -30,9 +30,10 @@ from pathlib import Path
 
 import torch
 
-from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import SamplingParams
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
+from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
 
 CPU_S: dict[str, float] = {}  # contender -> process CPU seconds of its last timed run
@@ -121,7 +122,7 @@ def multi_turn_round(model_dir: Path, args: argparse.Namespace, vocab: int) -> d
     out: dict[str, float] = {}
     for name, budget in (("prefix_cache", 65536), ("no_prefix_cache", 0)):
         engine = EmbeddedEngine.from_pretrained(
-            model_dir, config=EngineConfig(max_batch_size=args.batch, seed=0, prefix_cache_tokens=budget)
+            model_dir, config=EmbeddedEngineConfig(max_batch_size=args.batch, seed=0, prefix_cache_tokens=budget)
         )
         try:
             tps, cached = asyncio.run(multi_turn_tps(engine, args.batch, args.turns, vocab, seed=2))
@@ -151,7 +152,7 @@ def shared_head_round(model_dir: Path, args: argparse.Namespace, vocab: int) -> 
     prompts = [p for p in prompts for _ in range(4)]
     out: dict[str, float] = {}
     for name, share in (("sharing", True), ("no_sharing", False)):
-        config = EngineConfig(max_batch_size=32, seed=0, prefix_cache_tokens=0, share_prefixes=share)
+        config = EmbeddedEngineConfig(max_batch_size=32, seed=0, prefix_cache_tokens=0, share_prefixes=share)
         engine = EmbeddedEngine.from_pretrained(model_dir, config=config)
         try:
             tps, copied = asyncio.run(shared_head_tps(engine, prompts, 32))
@@ -187,7 +188,7 @@ def start_server(model_dir: Path, threads: int, max_batch: int) -> tuple[subproc
 
 
 async def http_tps(url: str, prompts: list[list[int]], params: list[SamplingParams]) -> float:
-    client = SGLangEngine(EngineConfig(kind="sglang", urls=[url], max_retries=0))
+    client = SGLangEngine(SGLangEngineConfig(urls=[url], max_retries=0))
     try:
         deadline = time.monotonic() + 120
         while not await client.health():
@@ -284,7 +285,7 @@ def main() -> None:
 
         model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")))
     proc, url = start_server(model_dir, args.threads, args.batch)
-    engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_batch_size=args.batch, seed=0))
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=EmbeddedEngineConfig(max_batch_size=args.batch, seed=0))
     if args.hf_forward:
         engine.runner.lean, engine.runner.lean_reason = None, "disabled (--hf-forward)"
     LEAN["used"], LEAN["fallback_reason"] = engine.runner.lean is not None, engine.runner.lean_reason

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentrl.config.sections import EngineConfig, RolloutConfig
+from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import SamplingParams
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.env import MultiTurnEnv, StepResult, user
 from agentrl.rollout.dataset import TaskDataset
@@ -87,22 +88,29 @@ async def _collect(
     return times, episodes, generated
 
 
-async def partial_vs_sync(engine: EmbeddedEngine, tokenizer: Any, steps: int, median: int) -> dict[str, Any]:
-    """Mean step wall time with partial rollouts (over_sample 2) vs synchronous collection.
+async def partial_vs_sync(
+    engine: EmbeddedEngine, tokenizer: Any, steps: int, median: int, over_sample: float, max_staleness: int
+) -> dict[str, Any]:
+    """Partial rollouts (the main job's over-sampling) vs synchronous collection, for equal trained work.
 
-    The two modes alternate step by step on the same engine, so a shared machine's load drift
-    hits both alike; each mode draws the same task sequence (same dataset seed).
+    Both modes train the same B groups of G episodes per step for the same number of steps, drawing the
+    same task sequence (same dataset seed). After every step the engine takes a weight update (the same
+    weights, a new version: the prefix cache is flushed and carried partials age), so the staleness bound
+    throws work away as it would in training; those tokens are counted. Modes alternate step by step on one
+    engine, so a shared machine's load drift hits both alike; the update follows each pair of steps, so
+    both modes sample step k from version k - 1.
     """
-    env_kwargs = {"median": median, "sigma": 0.8, "cap_ratio": 8.0, "tail": 0.08}  # lognormal body, 8% of replies at 8x
+    env_kwargs = {"median": median, "sigma": 0.8, "cap_ratio": 8.0, "tail": 0.08}  # 8% of replies at 8x
     base = {
         "group_size": 4,
         "prompts_per_step": 4,
         "max_new_tokens": median * 8,
         "max_episode_tokens": median * 8 + 64,
         "concurrency": 8,
+        "max_staleness": max_staleness,
     }
     env = lambda: LengthEnv(**env_kwargs)  # noqa: E731
-    modes = {"sync": {"partial_rollout": False}, "partial": {"partial_rollout": True, "over_sample": 2.0}}
+    modes = {"sync": {"partial_rollout": False}, "partial": {"partial_rollout": True, "over_sample": over_sample}}
     orchs = {
         m: RolloutOrchestrator(
             engine, env, tokenizer, RolloutConfig(**base, **x), dataset=TaskDataset.from_env(env()), buffer=None
@@ -111,25 +119,40 @@ async def partial_vs_sync(engine: EmbeddedEngine, tokenizer: Any, steps: int, me
     }
     times: dict[str, list[float]] = {m: [] for m in modes}
     lengths: dict[str, list[int]] = {m: [] for m in modes}
-    generated = dict.fromkeys(modes, 0.0)
+    counters = {m: dict.fromkeys(("generated", "discarded", "groups"), 0.0) for m in modes}
+    weights = {k: v.detach().clone() for k, v in engine.runner.model.state_dict().items()}
     for step in range(1, steps + 1):
         for mode, orch in orchs.items():
             started = time.perf_counter()
             batch = await orch.collect_step(step)
             times[mode].append(time.perf_counter() - started)
             lengths[mode] += [e.segment.num_sampled for g in batch.groups for e in g]
-            generated[mode] += batch.metrics["rollout/tokens_generated"]
-    out: dict[str, Any] = {}
+            counters[mode]["generated"] += batch.metrics["rollout/tokens_generated"]
+            counters[mode]["discarded"] += batch.metrics["rollout/stale_discarded_tokens"]
+            counters[mode]["groups"] += len(batch.groups)
+        await engine.update_weights(weights, version=step)
+    out: dict[str, Any] = {"steps": steps, "over_sample": over_sample, "max_staleness": max_staleness}
     for mode, orch in orchs.items():
         await orch.close()
-        done = sorted(lengths[mode])
+        done, c = sorted(lengths[mode]), counters[mode]
+        trained = sum(done)
         out[mode] = {
             "step_s": [round(t, 3) for t in times[mode]],
             "mean_step_s": sum(times[mode]) / steps,
+            "groups_trained": c["groups"],
+            "trained_tokens": trained,
+            "trained_tokens_per_s": trained / sum(times[mode]),
+            "generated_tokens": c["generated"],
+            "stale_discarded_tokens": c["discarded"],
+            "stale_discarded_frac_of_generated": c["discarded"] / max(c["generated"], 1.0),
             "trained_median_tokens": done[len(done) // 2],
+            "trained_mean_tokens": trained / len(done),
             "trained_max_tokens": done[-1],
-            "generated_tokens_per_s": generated[mode] / sum(times[mode]),
         }
+    if out["partial"]["groups_trained"] != out["sync"]["groups_trained"]:
+        raise RuntimeError(
+            f"unequal work: {out['partial']['groups_trained']} vs {out['sync']['groups_trained']} groups"
+        )
     out["ratio_partial_over_sync"] = out["partial"]["mean_step_s"] / out["sync"]["mean_step_s"]
     out["target"] = "<= 0.6"
     return out
@@ -190,6 +213,44 @@ async def overhead(engine: EmbeddedEngine, tokenizer: Any, median: int, repeats:
     }
 
 
+async def profile_orchestrator(engine: EmbeddedEngine, tokenizer: Any, median: int, top: int) -> dict[str, Any]:
+    """Where the event-loop thread's time goes in one orchestrator run of the overhead workload.
+
+    cProfile sees the asyncio thread only (the engine's model runs on its own thread), so the table says
+    how much of the wall time the orchestrator's own Python costs, and in which functions.
+    """
+    import cProfile
+    import pstats
+
+    cfg = RolloutConfig(
+        group_size=4,
+        prompts_per_step=8,
+        partial_rollout=False,
+        max_new_tokens=median,
+        max_episode_tokens=1024,
+        concurrency=8,
+    )
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    await _collect(engine, tokenizer, cfg, {"median": median, "sigma": 0.0, "turns": 3}, 1)
+    profiler.disable()
+    wall = time.perf_counter() - started
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (file, line, name), (_, calls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append(
+            {"function": f"{Path(file).name}:{line}:{name}", "calls": calls, "self_s": tottime, "cum_s": cumtime}
+        )
+    rows.sort(key=lambda r: -r["self_s"])
+    ours = sum(r["self_s"] for r in rows if "agentrl" in r["function"] or r["function"].split(":")[0] in _OURS)
+    busy = sum(r["self_s"] for r in rows if "select" not in r["function"] and "poll" not in r["function"])
+    return {"wall_s": wall, "loop_busy_s": busy, "agentrl_self_s": ours, "top_self": rows[:top]}
+
+
+_OURS = {"orchestrator.py", "runner.py", "ledger.py", "chat.py", "groups.py", "metrics.py", "engine.py"}
+
+
 def suppress_end_of_turn(engine: EmbeddedEngine) -> None:
     """Give the random model's lm_head a -1e4 bias on end-of-turn/EOS ids, so reply lengths are exactly
     the drawn ones (a random model otherwise stops at <|im_end|> by chance and cuts the heavy tail)."""
@@ -213,19 +274,26 @@ async def main() -> None:
     parser.add_argument("--model", default=None, help="Model directory (default: build the tiny model in a temp dir).")
     parser.add_argument("--steps", type=int, default=6, help="Steps per mode (>= 5).")
     parser.add_argument("--median", type=int, default=24, help="Median reply length in tokens.")
+    parser.add_argument("--over-sample", type=float, default=1.5, help="Partial mode's over-sampling (main job: 1.5).")
+    parser.add_argument("--max-staleness", type=int, default=2, help="Staleness bound (main job: 2).")
+    parser.add_argument("--profile", type=int, default=0, help="Also profile one orchestrator run: top N functions.")
     args = parser.parse_args()
     model_dir = Path(args.model) if args.model else None
     if model_dir is None:
         from agentrl.models.tiny import make_tiny_model
 
         model_dir = make_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
-    engine = EmbeddedEngine.from_pretrained(model_dir, config=EngineConfig(max_seq_len=2048, max_batch_size=64))
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=EmbeddedEngineConfig(max_seq_len=2048, max_batch_size=64))
     suppress_end_of_turn(engine)
     result = {
         "model": str(model_dir),
-        "partial_vs_sync": await partial_vs_sync(engine, engine.tokenizer, args.steps, args.median),
+        "partial_vs_sync": await partial_vs_sync(
+            engine, engine.tokenizer, args.steps, args.median, args.over_sample, args.max_staleness
+        ),
         "overhead": await overhead(engine, engine.tokenizer, args.median),
     }
+    if args.profile:
+        result["overhead_profile"] = await profile_orchestrator(engine, engine.tokenizer, args.median, args.profile)
     await engine.close()
     print(json.dumps(result, indent=2))
 

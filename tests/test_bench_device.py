@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,7 +38,11 @@ def test_device_check_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300, cwd=ROOT)
     report = json.loads(out.read_text())
-    decode, train = report["decode"], report["train_step"]
+    decode, train, fsdp = report["decode"], report["train_step"], report["fsdp"]
     assert decode["lean_forward"] and decode["embedded_tok_s"] > 0 and decode["hf_generate_tok_s"] > 0
-    assert decode["logprob_gap_vs_hf_forward"]["max"] < 1e-4  # fp32 on the CPU: the engine's logprobs are HF's
+    # fp32 on the CPU: the engine's logprobs are the trainer's own (PolicyLogprobs over the same weights)
+    assert decode["logprob_gap_vs_trainer"]["max"] < 1e-4 and decode["logprob_gap_vs_trainer"]["tokens"] == 12
     assert train["tokens_per_s"] > 0 and train["params"] > 0 and train["mfu"] is None  # no MFU without a known peak
+    assert train["completion_tokens_per_s"] == pytest.approx(train["tokens_per_s"] * (96 - 1 - 63) / 96)
+    # the torchrun path: 2 processes through the trainer's CUDA backend map (gloo standing in for NCCL here)
+    assert fsdp["ok"] and fsdp["world"] == 2 and fsdp["backend"] == "cpu:gloo,cuda:gloo" and fsdp["step_s"] > 0

@@ -60,27 +60,17 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 async def run_eval(args: argparse.Namespace) -> Any:
     """Load the config, build engine and env factory, and evaluate; returns the EvalReport."""
-    from transformers import AutoTokenizer
-
     from agentrl.config.loader import load_config
-    from agentrl.engines.factory import make_engine
     from agentrl.evaluation import evaluate
-    from agentrl.registry import make_env_factory
+    from agentrl.rollout.stack import build_engine, eval_plan, load_run_tokenizer
 
     ks = parse_ks(args.k, args.samples)
     cfg = load_config(args.config, _overrides(args))
-    # Evaluation never resumes episodes: each one runs to its end.
-    rollout = cfg.rollout.model_copy(update={"partial_rollout": False, "group_size": args.samples})
-    env_factory = make_env_factory(cfg.env)
-    probe = env_factory()
-    task_ids = probe.task_ids()
-    probe.close()
-    if args.limit is not None:
-        task_ids = task_ids[: args.limit]
-    engine = make_engine(cfg.engine, cfg.model)
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
+    plan = eval_plan(cfg, samples=args.samples, max_tasks=args.limit)
+    engine = build_engine(cfg)
+    tokenizer = load_run_tokenizer(cfg)
     done = {"episodes": 0}
-    total = len(task_ids) * args.samples if task_ids else None
+    total = len(plan.task_ids) * args.samples if plan.task_ids else None
 
     def on_episode(_: Any) -> None:
         done["episodes"] += 1
@@ -90,12 +80,12 @@ async def run_eval(args: argparse.Namespace) -> Any:
     try:
         return await evaluate(
             engine,
-            env_factory,
+            plan.env_factory,
             tokenizer,
-            rollout,
+            plan.rollout,
             samples=args.samples,
             ks=ks,
-            task_ids=task_ids or None,
+            task_ids=plan.task_ids,
             concurrency=args.concurrency,
             on_episode=on_episode,
         ), cfg

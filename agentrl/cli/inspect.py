@@ -1,18 +1,20 @@
 """``agentrl inspect RUN_DIR_OR_FILE [--step N]``: print episodes turn by turn.
 
 Reads a run directory's rollout buffer (``rollout_buffer.sqlite``), the buffer file itself, or a
-JSONL file of episodes (``agentrl rollout --out``). Shows per turn the model's text, the env's
-reply, reward, token count, the policy versions that produced it, partial/resumed/errors, and the
-reward-hack flags an env raised (``--flagged`` keeps only flagged episodes).
+JSONL file of episodes (``agentrl rollout --out``). Shows the prompt each episode started from (decoded
+from its tokens: system and tools prompt as the model saw them, when a tokenizer is at hand), then per
+turn the model's text, the env's reply, reward, token count, the policy versions, partial/resumed/errors,
+and the reward-hack flags an env raised (``--flagged`` keeps only flagged episodes).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
-from agentrl.errors import ConfigError
+from agentrl.errors import AgentRLError, ConfigError
 from agentrl.trajectory import Episode, TurnRecord
 
 
@@ -30,6 +32,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--chars", type=int, default=400, help="Most characters of each message to print.")
     parser.add_argument(
         "--flagged", action="store_true", help="Only episodes with reward-hack flags (info['hack_flags'])."
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="Model directory whose tokenizer decodes the prompts (default: the model of the run directory).",
+    )
+    parser.add_argument(
+        "--prompt-chars", type=int, default=3000, help="Most characters of each decoded prompt to print."
     )
     parser.set_defaults(func=run_command)
 
@@ -108,15 +118,45 @@ def _turn_lines(e: Episode, turn: TurnRecord, chars: int) -> list[str]:
     return lines
 
 
-def render(pairs: list[tuple[str, Episode]], *, limit: int = 20, chars: int = 400) -> str:
-    """The readable text of up to ``limit`` episodes."""
+def run_model_path(source: str | Path) -> str | None:
+    """The model a run directory (or the directory of a buffer/JSONL file) was made with, if it says so."""
+    directory = Path(source) if Path(source).is_dir() else Path(source).parent
+    # run.json: agentrl.trainer.validate.write_run_meta; rollout_config.json: agentrl rollout
+    for name, keys in (("run.json", ("model_path",)), ("rollout_config.json", ("model", "path"))):
+        try:
+            value: Any = json.loads((directory / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _prompt_lines(e: Episode, tokenizer: Any, chars: int, prompt_chars: int) -> list[str]:
+    """The decoded prompt (system and tools prompt included) when a tokenizer is given, else the opening messages."""
+    ids = e.segments[0].prompt_ids if e.segments else []
+    if tokenizer is not None and ids:
+        text = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        lines = [f"  prompt ({len(ids)} tokens, as the model saw it):"]
+        return lines + [f"    {line}" for line in _clip(text, prompt_chars).splitlines()]
+    end = next((i for i, m in enumerate(e.messages) if m.get("role") == "assistant"), len(e.messages))
+    return [f"  {m.get('role', '?')}: {_clip(str(m.get('content', '')), chars)!r}" for m in e.messages[:end]]
+
+
+def render(
+    pairs: list[tuple[str, Episode]],
+    *,
+    limit: int = 20,
+    chars: int = 400,
+    tokenizer: Any = None,
+    prompt_chars: int = 3000,
+) -> str:
+    """The readable text of up to ``limit`` episodes (prompts decoded with ``tokenizer`` when given)."""
     blocks = []
     for label, e in pairs[:limit]:
-        lines = [_header(label, e)]
-        opening = e.messages[
-            : next((i for i, m in enumerate(e.messages) if m.get("role") == "assistant"), len(e.messages))
-        ]
-        lines.extend(f"  {m.get('role', '?')}: {_clip(str(m.get('content', '')), chars)!r}" for m in opening)
+        lines = [_header(label, e), *_prompt_lines(e, tokenizer, chars, prompt_chars)]
         for turn in e.turns:
             lines.extend(_turn_lines(e, turn, chars))
         if e.error:
@@ -127,12 +167,30 @@ def render(pairs: list[tuple[str, Episode]], *, limit: int = 20, chars: int = 40
     return "\n\n".join(blocks) if blocks else "no episodes"
 
 
+def _tokenizer(args: argparse.Namespace) -> tuple[Any, str]:
+    """The tokenizer that decodes prompts, and a note when there is none."""
+    from agentrl.models.loading import load_tokenizer
+
+    path = args.tokenizer or run_model_path(args.source)
+    if path is None:
+        return None, "(opening messages shown; pass --tokenizer MODEL_DIR to see the system/tools prompt as rendered)"
+    try:
+        return load_tokenizer(path, require_chat_template=False), ""
+    except AgentRLError as exc:
+        if args.tokenizer:
+            raise
+        return None, f"(opening messages shown: the run's tokenizer did not load: {exc})"
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Print the episodes (rich console when available)."""
     pairs = load_episodes(args.source, step=args.step, state=args.state)
     if args.flagged:
         pairs = [(label, e) for label, e in pairs if e.hack_flags]
-    text = render(pairs, limit=args.limit, chars=args.chars)
+    tokenizer, note = _tokenizer(args)
+    text = render(pairs, limit=args.limit, chars=args.chars, tokenizer=tokenizer, prompt_chars=args.prompt_chars)
+    if note:
+        text = f"{note}\n\n{text}"
     from rich.console import Console
 
     Console(highlight=False, soft_wrap=True).print(text, markup=False)

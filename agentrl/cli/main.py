@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; AgentRLErrors print as one clean message (exit code 2) instead of a traceback."""
+    # Like `python -m`, find the user's modules (env.id: my_envs:MathQuiz) in the working directory;
+    # appended, not prepended, so a file there never shadows an installed package.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     parser = build_parser()
     # Dotted overrides may follow options (`train CONFIG --dry-run trainer.lr=1e-5`): argparse leaves
     # such late positionals unparsed, so hand them to commands that take overrides, reject the rest.

@@ -2,7 +2,9 @@
 
 Each step's complete groups (and dropped groups) are appended to the JSONL file, fsynced, and only
 then committed in the buffer; on ``--resume`` groups already in the file are not written again,
-so a job killed at any moment still yields every task exactly once.
+so a job killed at any moment still yields every task exactly once. Committed groups then move to
+the trajectory archive (``RUN_DIR/trajectories``), as in training, so the buffer keeps only what a
+resume needs and does not grow with the job.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ import asyncio
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from agentrl.errors import AgentRLError, ConfigError
+from agentrl.errors import AgentRLError
 
 
 def register(subparsers: Any) -> None:
@@ -45,24 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_dir(cfg: Any, config_path: str, resume: str | None) -> Path:
     from agentrl.rollout.buffer import BUFFER_FILE  # lazy, like every heavy import of the CLI frame
+    from agentrl.rundir import new_run_dir, resumed_run_dir
 
     if resume is not None:
-        run_dir = Path(resume)
-        if not (run_dir / BUFFER_FILE).is_file():
-            raise ConfigError(
-                f"--resume {resume!r}: no {BUFFER_FILE} in that directory; pass the RUN_DIR a previous `agentrl "
-                "rollout` printed"
-            )
-        return run_dir
-    name = cfg.logging.run_name or f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = Path(cfg.logging.run_root) / name
-    if (run_dir / BUFFER_FILE).exists():
-        raise ConfigError(
-            f"run directory {str(run_dir)!r} already holds a rollout buffer; pass --resume {run_dir} to continue it or "
-            "choose another logging.run_name"
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+        return resumed_run_dir(resume, needs=BUFFER_FILE, command="agentrl rollout")
+    return new_run_dir(cfg.logging, Path(config_path).stem)
 
 
 def _written_groups(out: Path) -> set[str]:
@@ -79,14 +67,9 @@ def _written_groups(out: Path) -> set[str]:
 
 async def collect(args: argparse.Namespace) -> Path:
     """Run the rollout job; returns the run directory."""
-    from transformers import AutoTokenizer
-
     from agentrl.config.loader import load_config
-    from agentrl.engines.factory import make_engine
-    from agentrl.registry import make_env_factory
-    from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
-    from agentrl.rollout.dataset import TaskDataset
-    from agentrl.rollout.orchestrator import RolloutOrchestrator
+    from agentrl.rollout.archive import TrajectoryArchive
+    from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 
     cfg = load_config(args.config, args.overrides)
     run_dir = _run_dir(cfg, args.config, args.resume)
@@ -95,24 +78,23 @@ async def collect(args: argparse.Namespace) -> Path:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = _written_groups(out)
-    env_factory = make_env_factory(cfg.env)
-    dataset = TaskDataset.from_env(env_factory(), seed=cfg.rollout.seed, epochs=args.epochs, num_tasks=args.num_tasks)
-    if dataset.total is None:
-        raise ConfigError(f"env {cfg.env.id!r} has no task ids; pass --num-tasks N to collect N tasks")
-    buffer = RolloutBuffer(run_dir / BUFFER_FILE)  # before the model loads: a bad buffer fails fast
-    engine = make_engine(cfg.engine, cfg.model)
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
-    orchestrator = RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
+    stack = build_rollout_stack(
+        cfg,
+        run_dir,
+        load_run_tokenizer(cfg),
+        epochs=args.epochs,
+        num_tasks=args.num_tasks,
+        require_tasks="pass --num-tasks N to collect N tasks",
+    )
     try:
-        await _loop(orchestrator, buffer, out, written, args.steps)
+        await _loop(stack.orchestrator, TrajectoryArchive(run_dir), out, written, args.steps)
     finally:
-        await orchestrator.close()
-        await engine.close()
-        buffer.close()
+        await stack.close()
     return run_dir
 
 
-async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], max_steps: int | None) -> None:
+async def _loop(orchestrator: Any, archive: Any, out: Path, written: set[str], max_steps: int | None) -> None:
+    buffer = orchestrator.buffer
     step = (buffer.last_step() or 0) + 1
     done_steps = 0
     while max_steps is None or done_steps < max_steps:
@@ -126,11 +108,12 @@ async def _loop(orchestrator: Any, buffer: Any, out: Path, written: set[str], ma
             os.fsync(handle.fileno())
         written.update(group[0].group_id for group in batch.groups + batch.dropped if group)
         orchestrator.commit_step(step)
+        archive.archive(buffer, step)  # committed and dropped groups leave the buffer (it would grow without bound)
         m = batch.metrics
         print(
             f"[rollout] step {step}: {len(batch.groups)} groups, {len(batch.dropped)} dropped, "
             f"{int(m.get('rollout/episodes_aborted', 0))} partial, {int(m.get('rollout/episodes_resumed', 0))} "
-            "resumed, "
+            f"resumed, {int(m.get('rollout/episodes_restarted', 0))} restarted, "
             f"{m.get('rollout/tokens_per_s', 0.0):.0f} tok/s",
             flush=True,
         )

@@ -9,7 +9,8 @@ from typing import Any
 
 def run(args: argparse.Namespace) -> int:
     """Load the model and serve until interrupted."""
-    from agentrl.config.sections import EngineConfig, ModelConfig
+    from agentrl.config.sections import ModelConfig
+    from agentrl.engines.embedded.config import EmbeddedEngineConfig
     from agentrl.engines.embedded.engine import EmbeddedEngine
     from agentrl.engines.embedded.server import serve
     from agentrl.engines.factory import resolve_device_dtype
@@ -18,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    engine_cfg = EngineConfig(
+    engine_cfg = EmbeddedEngineConfig(
         max_batch_size=args.max_batch_size,
         max_seq_len=args.max_seq_len,
         seed=args.seed,

@@ -1,18 +1,21 @@
 """``RunConfig``: the whole run (model, engine, env, rollout, algorithm, trainer, logging) and its cross-field checks.
 
-Field checks live on the sections (``agentrl.config.sections``); the checks here relate fields of
-different sections. All problems are reported together, each with its dotted key and the fix.
+Field checks live on the sections (``agentrl.config.sections``) and on the plug-ins they name; the checks
+here relate fields of different sections, and ``load_config`` runs them for every command. Only the
+batch split depends on the number of ranks: the trainer re-checks it at start-up under torchrun
+(``cross_field_problems(world_size)``). All problems are reported together, each with its key and fix.
 """
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Any
+
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from agentrl.config.base import StrictModel
-from agentrl.config.problems import Problem, format_problems
+from agentrl.config.problems import Problem, ProblemsError
 from agentrl.config.sections import (
     AlgorithmConfig,
-    EngineConfig,
     EnvConfig,
     EvalConfig,
     LoggingConfig,
@@ -20,21 +23,25 @@ from agentrl.config.sections import (
     RolloutConfig,
     TrainerConfig,
 )
+from agentrl.engines.config import EngineConfig
+from agentrl.engines.registry import default_engine_config, parse_engine_config
 
 
-class CrossFieldError(ValueError):
+class CrossFieldError(ProblemsError):
     """Raised by ``RunConfig`` validation; carries the structured problems for the loader."""
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__(format_problems(problems, source="run config"))
+        super().__init__(problems, source="run config")
 
 
 class RunConfig(StrictModel):
     """A complete, validated run configuration (load it with ``agentrl.config.loader.load_config``)."""
 
     model: ModelConfig = Field(description="The policy model (a local Hugging Face directory).")
-    engine: EngineConfig = Field(default_factory=EngineConfig, description="The inference engine rollouts sample from.")
+    engine: SerializeAsAny[EngineConfig] = Field(
+        default_factory=default_engine_config,
+        description="The inference engine rollouts sample from: one backend's settings, chosen by engine.kind.",
+    )
     env: EnvConfig = Field(description="The environment (registry id or module:Class) and its kwargs.")
     rollout: RolloutConfig = Field(
         default_factory=RolloutConfig, description="Episode collection per step, partial rollouts."
@@ -46,18 +53,13 @@ class RunConfig(StrictModel):
         default_factory=EvalConfig, description="Held-out evaluation before and after training (agentrl train)."
     )
 
-    def cross_field_problems(self) -> list[Problem]:
-        """Problems that involve more than one section (empty when the config is consistent)."""
-        problems: list[Problem] = []
+    def cross_field_problems(self, world_size: int = 1) -> list[Problem]:
+        """Problems that involve more than one field or section (empty when the config is consistent).
+
+        ``world_size``: data-parallel ranks the step's episodes are split over (torchrun re-checks at start-up).
+        """
         engine, rollout = self.engine, self.rollout
-        if engine.kind == "sglang" and not engine.urls:
-            problems.append(
-                Problem(
-                    "engine.urls",
-                    "engine.kind is 'sglang' but no server URL is given",
-                    "set engine.urls: [http://HOST:30000] or use engine.kind: embedded",
-                )
-            )
+        problems: list[Problem] = list(engine.problems())  # the backend owns its own checks
         if rollout.max_new_tokens >= rollout.max_episode_tokens:
             problems.append(
                 Problem(
@@ -76,17 +78,61 @@ class RunConfig(StrictModel):
                     f"set rollout.max_episode_tokens <= {engine.max_seq_len} or raise engine.max_seq_len",
                 )
             )
+        problems.extend(self._batch_problems(world_size))
+        problems.extend(self._training_problems())
+        return problems
+
+    def _batch_problems(self, world_size: int) -> list[Problem]:
+        """A step's episodes must split into trainer.mini_batches equal mini-batches on every rank."""
+        rollout, mini_batches = self.rollout, self.trainer.mini_batches
         episodes = rollout.group_size * rollout.prompts_per_step
-        if self.trainer.mini_batches > episodes:
-            problems.append(
+        if mini_batches > episodes:
+            return [
                 Problem(
                     "trainer.mini_batches",
-                    f"{self.trainer.mini_batches} mini-batches but a step has only {episodes} episodes "
+                    f"{mini_batches} mini-batches but a step has only {episodes} episodes "
                     "(rollout.group_size * rollout.prompts_per_step)",
                     f"set trainer.mini_batches <= {episodes}",
                 )
+            ]
+        if episodes % (mini_batches * world_size):
+            return [
+                Problem(
+                    "trainer.mini_batches",
+                    f"a step's {episodes} episodes (rollout.group_size={rollout.group_size} x "
+                    f"rollout.prompts_per_step={rollout.prompts_per_step}) do not split into {mini_batches} "
+                    f"mini-batches x {world_size} ranks",
+                    f"make rollout.group_size * rollout.prompts_per_step a multiple of {mini_batches * world_size}",
+                )
+            ]
+        return []
+
+    def _training_problems(self) -> list[Problem]:
+        """The algorithm's own checks (its loss and scheme) and those relating it to the rollout."""
+        rollout, algo = self.rollout, self.algorithm
+        problems = algo.problems()
+        if rollout.staleness_policy == "mask" and algo.max_token_lag is None:
+            problems.append(
+                Problem(
+                    "algorithm.max_token_lag",
+                    "rollout.staleness_policy is 'mask' but no lag bound is set, so stale tokens would be trained",
+                    f"set algorithm.max_token_lag (e.g. {rollout.max_staleness})",
+                )
+            )
+        if rollout.group_size < 2:
+            problems.append(
+                Problem(
+                    "rollout.group_size",
+                    "group_size 1 gives every episode advantage 0 (nothing to learn)",
+                    "set rollout.group_size >= 2",
+                )
             )
         return problems
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine_backend(cls, value: Any) -> EngineConfig:
+        return parse_engine_config(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:

@@ -1,7 +1,9 @@
 """Inference engines behind one async token-in/token-out protocol (``base.InferenceEngine``).
 
-``EmbeddedEngine`` (in-process torch, continuous batching), ``SGLangEngine`` (SGLang servers over HTTP)
-and ``make_engine`` are imported lazily, so importing this package does not import torch.
+A backend is a config model (``config.EngineConfig`` subclass) registered under its ``engine.kind``
+(``registry.register_engine``): ``embedded`` (``EmbeddedEngine``: in-process torch, continuous
+batching) and ``sglang`` (``SGLangEngine``: SGLang servers over HTTP). Names are imported lazily,
+so importing this package does not import torch.
 """
 
 from __future__ import annotations
@@ -10,8 +12,13 @@ from typing import Any
 
 _LAZY = {
     "EmbeddedEngine": "agentrl.engines.embedded.engine",
+    "EmbeddedEngineConfig": "agentrl.engines.embedded.config",
+    "EngineConfig": "agentrl.engines.config",
     "SGLangEngine": "agentrl.engines.sglang_http",
+    "SGLangEngineConfig": "agentrl.engines.sglang_config",
+    "engine_kinds": "agentrl.engines.registry",
     "make_engine": "agentrl.engines.factory",
+    "register_engine": "agentrl.engines.registry",
 }
 
 

@@ -2,15 +2,18 @@
 
 Invariant: ``GenerateResult.output_ids`` holds the sampled tokens exactly (stop token included)
 and ``logprobs[i]`` is the float32 log-probability of ``output_ids[i]`` under the semantics named
-in ``semantics``; ``version_spans`` cover ``[0, len(output_ids))`` without gaps.
+in ``semantics``; ``version_spans`` cover ``[0, len(output_ids))`` without gaps. What the trainer
+needs before an engine exists (its weight transport, its preflight) comes from the backend's
+config (``agentrl.engines.config.EngineConfig``).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -80,6 +83,15 @@ class GenerateResult:
         return versions
 
 
+@dataclass(frozen=True)
+class ModelIdentity:
+    """Which model an engine samples from, as far as it knows: the Hugging Face config of the served
+    model (empty when unknown) and the directory it came from (None when unknown)."""
+
+    hf_config: Mapping[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+
 def new_request_id() -> str:
     """A fixed-length uuid hex: SGLang aborts by rid *prefix*, so no rid may prefix another."""
     return uuid.uuid4().hex
@@ -112,6 +124,10 @@ class InferenceEngine(Protocol):
 
     async def health(self) -> bool:
         """True when the engine can serve a generation."""
+        ...
+
+    def model_identity(self) -> ModelIdentity:
+        """The model this engine serves (rollout fingerprints compare its architecture on resume)."""
         ...
 
     async def close(self) -> None:

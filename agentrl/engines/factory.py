@@ -1,11 +1,16 @@
-"""Build the configured inference engine: ``engine.kind`` picks the backend, one line each."""
+"""Build the configured inference engine: the backend registered for ``engine.kind`` builds itself."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from agentrl.config.sections import EngineConfig, ModelConfig
+from agentrl.config.problems import ProblemsError
+from agentrl.config.sections import ModelConfig
 from agentrl.engines.base import InferenceEngine
+from agentrl.engines.config import EngineConfig
+from agentrl.engines.registry import parse_engine_config
+from agentrl.errors import ConfigError
 
 if TYPE_CHECKING:  # torch is imported lazily: building an SGLang client needs no torch
     import torch
@@ -19,13 +24,15 @@ def resolve_device_dtype(model_cfg: ModelConfig) -> tuple[str, torch.dtype]:
     return device, resolve_dtype(model_cfg.dtype, device)
 
 
-def make_engine(engine_cfg: EngineConfig, model_cfg: ModelConfig) -> InferenceEngine:
-    """The engine a run samples from: the in-process EmbeddedEngine or SGLang servers over HTTP."""
-    if engine_cfg.kind == "sglang":
-        from agentrl.engines.sglang_http import SGLangEngine
-
-        return SGLangEngine(engine_cfg)
-    from agentrl.engines.embedded.engine import EmbeddedEngine
-
-    device, dtype = resolve_device_dtype(model_cfg)
-    return EmbeddedEngine.from_pretrained(model_cfg.path, config=engine_cfg, device=device, dtype=dtype)
+def make_engine(engine_cfg: EngineConfig | Mapping[str, Any], model_cfg: ModelConfig) -> InferenceEngine:
+    """The engine a run samples from; a mapping is validated first (an unknown kind is a ConfigError)."""
+    if isinstance(engine_cfg, Mapping):
+        try:
+            engine_cfg = parse_engine_config(engine_cfg)
+        except ProblemsError as exc:
+            raise ConfigError(str(exc)) from exc
+    if not isinstance(engine_cfg, EngineConfig):
+        raise ConfigError(
+            f"make_engine needs an engine config (EngineConfig subclass) or a mapping, got {type(engine_cfg).__name__}"
+        )
+    return engine_cfg.build(model_cfg)

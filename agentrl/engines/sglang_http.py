@@ -1,131 +1,111 @@
-"""SGLangEngine: the InferenceEngine protocol over one or many SGLang servers' native HTTP API.
+"""SGLangEngine: the InferenceEngine protocol over SGLang servers (or sglang-routers) and their native HTTP API.
 
 Non-streaming ``/generate`` with ``input_ids`` + ``return_logprob``; ids are checked against the logprob
-triples; a queued-abort reply or a missing logprob key means zero tokens. Connection errors and 5xx are
-retried with backoff; a server that stays down raises EngineError naming its URL.
+triples; a queued-abort reply or a missing logprob key means zero tokens. Each configured URL is a server
+or an sglang-router (``sglang_topology``); generation goes through it, while aborts, weight updates and the
+settings check go to every worker behind it. Every reply's ``weight_version`` is checked against the
+policy version the request was sent under, so a server that restarted or missed an update cannot
+silently sample from old weights.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from agentrl.config.sections import EngineConfig
-from agentrl.engines.base import GenerateResult, LogprobSemantics, SamplingParams, new_request_id
+from agentrl.engines.base import GenerateResult, LogprobSemantics, ModelIdentity, SamplingParams, new_request_id
+from agentrl.engines.routing import ServerPicker
+from agentrl.engines.sglang_config import SGLangEngineConfig
+from agentrl.engines.sglang_settings import INVISIBLE_SETTINGS, ServerSettings, check_request
+from agentrl.engines.sglang_topology import Entry, discover, list_router_workers, read_workers
+from agentrl.engines.sglang_transport import CONTROL_TIMEOUT_S, HttpTransport, ServerDown, error_text
 from agentrl.engines.sglang_wire import parse_reply, sampling_to_json, version_to_wire
+from agentrl.engines.weight_dirs import publish_weights
 from agentrl.errors import EngineConfigError, EngineError
 
 _ABORT_WAIT_S = 10.0  # abort() re-sends until its targets return (an abort can race the request)
-_CONTROL_TIMEOUT_S = 30.0
 
 
 class SGLangEngine:
-    """HTTP client for SGLang servers (or ``agentrl serve``, or an ``sglang-router`` URL)."""
+    """HTTP client for SGLang servers, sglang-routers, or ``agentrl serve``."""
 
     semantics = LogprobSemantics.TEMPERED_FULL_VOCAB
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: SGLangEngineConfig, *, model_path: str | None = None) -> None:
         if not config.urls:
             raise EngineConfigError(
                 "engine.kind=sglang needs engine.urls, e.g. ['http://127.0.0.1:30000']; start a server with "
                 "scripts/launch_sglang.sh"
             )
         self.config = config
+        self.model_path = model_path  # what the servers serve (the run's model.path), for model_identity
         self.urls = [u.rstrip("/") for u in config.urls]
-        self.server_info: dict[str, dict[str, Any]] = {}
+        self.http = HttpTransport(config.max_retries)
+        self.picker = ServerPicker(self.urls, config.routing, config.sticky_load_slack)
+        self.entries: dict[str, Entry] = {}
+        self.settings: dict[str, ServerSettings] = {}  # per worker
         self._version = 0
         self._load = {u: 0 for u in self.urls}
-        self._rr = itertools.cycle(self.urls)
-        self._inflight: dict[str, tuple[str, asyncio.Event]] = {}
-        self._session: aiohttp.ClientSession | None = None
-        self._session_loop: asyncio.AbstractEventLoop | None = None
+        self._inflight: dict[str, tuple[str, asyncio.Event]] = {}  # rid -> (entry url, returned)
         self._probe_lock: asyncio.Lock | None = None
 
     @property
     def weight_version(self) -> int:
-        """The version last set by ``update_weights`` (or reported by the servers at probe time)."""
+        """The policy version the servers serve: read from them at probe time, then set by ``update_weights``."""
         return self._version
 
-    # --- HTTP plumbing -----------------------------------------------------------------------------
-    def _http(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._session_loop is not loop:
-            # a session is bound to its event loop; tests and CLIs may run several loops in turn
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-            self._session_loop = loop
-        return self._session
+    @property
+    def workers(self) -> list[str]:
+        """Every worker behind the configured URLs (known after ``probe``)."""
+        return list(dict.fromkeys(w for e in self.entries.values() for w in e.workers))
 
-    async def _call(
-        self, method: str, url: str, path: str, body: dict[str, Any] | None, timeout_s: float
-    ) -> tuple[int, Any]:
-        """One request with bounded retries on connection errors and 5xx; returns (status, body)."""
-        attempts = self.config.max_retries + 1
-        last: str = ""
-        for attempt in range(attempts):
-            if attempt:
-                await asyncio.sleep(min(0.1 * 2 ** (attempt - 1), 2.0))
-            try:
-                timeout = aiohttp.ClientTimeout(total=timeout_s)
-                async with self._http().request(method, url + path, json=body, timeout=timeout) as resp:
-                    text = await resp.text()
-                    if resp.status >= 500:
-                        last = f"HTTP {resp.status}: {text[:300]}"
-                        continue
-                    return resp.status, _maybe_json(text)
-            except asyncio.TimeoutError as exc:
-                raise EngineError(
-                    f"SGLang server {url}{path} did not answer within {timeout_s:.0f} s (engine.request_timeout_s)"
-                ) from exc
-            except aiohttp.ClientError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-        raise EngineError(
-            f"SGLang server {url} failed {attempts} attempt(s) at {path}: {last}; is it running and reachable? (start "
-            "one with scripts/launch_sglang.sh or `agentrl serve`)"
-        )
-
-    async def probe(self) -> dict[str, dict[str, Any]]:
-        """Read every server's /server_info (once) and refuse logprob-breaking settings; returns the infos."""
+    async def probe(self) -> list[str]:
+        """Discover the workers, check their settings and weight versions; returns lines for ``--dry-run``."""
         await self._probe()
-        return dict(self.server_info)
+        lines = [
+            f"engine sglang: {e.url} is an sglang-router over {len(e.workers)} worker(s)"
+            for e in self.entries.values()
+            if e.is_router
+        ]
+        lines += [f"engine sglang: {s.describe()}, weight_version {self._version}" for s in self.settings.values()]
+        return [*lines, f"engine sglang: {INVISIBLE_SETTINGS}"]
 
-    async def _probe(self) -> None:
-        """Read /server_info of every server once; refuse settings that break training logprobs."""
+    async def _probe(self, refresh: bool = False) -> None:
         if self._probe_lock is None:
             self._probe_lock = asyncio.Lock()
         async with self._probe_lock:
-            for url in self.urls:
-                if url in self.server_info:
-                    continue
-                status, info = await self._call("GET", url, "/server_info", None, _CONTROL_TIMEOUT_S)
-                if status == 404:  # SGLang < 0.5.10
-                    status, info = await self._call("GET", url, "/get_server_info", None, _CONTROL_TIMEOUT_S)
-                info = info if isinstance(info, dict) else {}
-                check_server_semantics(url, info)
-                self.server_info[url] = info
-
-    def _pick(self) -> str:
-        if self.config.routing == "round_robin":
-            return next(self._rr)
-        return min(self.urls, key=lambda u: self._load[u])
+            if self.entries and not refresh:
+                return
+            entries = await asyncio.gather(*(discover(self.http, u) for u in self.urls))
+            workers = list(dict.fromkeys(w for e in entries for w in e.workers))
+            read = await read_workers(self.http, [w for w in workers if w not in self.settings or not refresh])
+            versions = {url: version for url, (_, version) in read.items()}
+            if not self.entries and len(set(versions.values())) > 1:
+                raise EngineConfigError(
+                    f"the servers serve different weight versions {versions}; restart them from the same model "
+                    "(or load one model into all with /update_weights_from_disk) before training"
+                )
+            self.settings.update({url: s for url, (s, _) in read.items()})
+            if not self.entries and versions:
+                self._version = next(iter(versions.values()))
+            self.entries = {e.url: e for e in entries}
 
     # --- the protocol ------------------------------------------------------------------------------
     async def generate(
         self, input_ids: list[int], sampling: SamplingParams, request_id: str | None = None
     ) -> GenerateResult:
-        """POST /generate (non-streaming, input_ids, return_logprob) to the least-loaded server."""
+        """POST /generate (non-streaming, input_ids, return_logprob) to the server ``engine.routing`` picks."""
         self._check_sampling(sampling)
         if not input_ids:
             raise EngineError("input_ids is empty; send at least one prompt token")
         await self._probe()
         rid = request_id or new_request_id()
-        url = self._pick()
+        url = self.picker.pick(input_ids, self._load)
+        for worker in self.entries[url].workers:
+            if worker in self.settings:
+                check_request(self.settings[worker], sampling.stop)
         body = {
             "input_ids": list(input_ids),
             "sampling_params": sampling_to_json(sampling),
@@ -133,50 +113,67 @@ class SGLangEngine:
             "rid": rid,
             "stream": False,
         }
-        done = asyncio.Event()
+        done, sent_version = asyncio.Event(), self._version
         self._inflight[rid] = (url, done)
         self._load[url] += 1
+        self.picker.record(input_ids, url)
         try:
-            status, reply = await self._call("POST", url, "/generate", body, self.config.request_timeout_s)
+            status, reply = await self.http.call("POST", url, "/generate", body, self.config.request_timeout_s)
         finally:
             self._load[url] -= 1
             self._inflight.pop(rid, None)
             done.set()
         if status != 200:
             raise EngineError(
-                f"SGLang server {url}/generate rejected request {rid} (HTTP {status}): {_error_text(reply)}"
+                f"SGLang server {url}/generate rejected request {rid} (HTTP {status}): {error_text(reply)}"
             )
-        if isinstance(reply, list):
-            reply = reply[0]
-        result = parse_reply(reply, request_id=rid, prompt_len=len(input_ids), source=url)
+        result = parse_reply(
+            reply[0] if isinstance(reply, list) else reply, request_id=rid, prompt_len=len(input_ids), source=url
+        )
+        self._check_version(result, sent_version, url)
         result.semantics = self.semantics
         result.extra["server"] = url
         return result
+
+    def _check_version(self, result: GenerateResult, sent_version: int, url: str) -> None:
+        """Tokens sampled after the request was sent must come from the policy it was sent under, or newer."""
+        if result.output_ids and result.version_spans[-1].version < sent_version:
+            raise EngineError(
+                f"SGLang server {url} sampled request {result.request_id} with weight_version "
+                f"{result.version_spans[-1].version}, but the policy is at version {sent_version}: the server "
+                "restarted or missed a weight update. Restart the run (--resume) so the trainer syncs it again"
+            )
 
     def _check_sampling(self, sampling: SamplingParams) -> None:
         truncated = sampling.top_p < 1.0 or sampling.top_k > 0
         if truncated and sampling.temperature > 0 and not self.config.allow_truncated_sampling:
             raise EngineConfigError(
                 f"top_p={sampling.top_p}, top_k={sampling.top_k}: SGLang's logprobs ignore top-p/top-k, so they would "
-                "not be the behaviour "
-                "logprobs the trainer needs; use top_p=1, top_k=-1 for training, or set "
+                "not be the behaviour logprobs the trainer needs; use top_p=1, top_k=-1 for training, or set "
                 "engine.allow_truncated_sampling=true (eval only)"
             )
 
     async def abort(self, request_ids: list[str] | None = None) -> None:
-        """Abort requests (None: all, on every server) and wait (bounded) until they have returned."""
+        """Abort requests (None: all) on the workers that run them; wait (bounded) until they returned."""
         targets = list(self._inflight) if request_ids is None else [r for r in request_ids if r in self._inflight]
+        if not targets and request_ids is not None:
+            return
+        await self._probe()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _ABORT_WAIT_S
         while True:
             if request_ids is None:
-                await asyncio.gather(*(self._control(u, "/abort_request", {"abort_all": True}) for u in self.urls))
+                await self._broadcast_control(self.workers, "/abort_request", {"abort_all": True})
             else:
+                by_entry: dict[str, list[str]] = {}
+                for rid in targets:
+                    if rid in self._inflight:
+                        by_entry.setdefault(self._inflight[rid][0], []).append(rid)
                 await asyncio.gather(
                     *(
-                        self._control(self._inflight[r][0], "/abort_request", {"rid": r})
-                        for r in targets
-                        if r in self._inflight
+                        self._broadcast_control(self.entries[e].workers, "/abort_request", {"rid": r})
+                        for e, rids in by_entry.items()
+                        for r in rids
                     )
                 )
             pending = [self._inflight[r][1] for r in targets if r in self._inflight]
@@ -187,36 +184,58 @@ class SGLangEngine:
             if not targets:
                 return
 
-    async def _control(self, url: str, path: str, body: dict[str, Any]) -> Any:
-        status, reply = await self._call("POST", url, path, body, _CONTROL_TIMEOUT_S)
-        if status != 200:
-            raise EngineError(f"SGLang server {url}{path} failed (HTTP {status}): {_error_text(reply)}")
-        return reply
+    async def _broadcast_control(self, workers: list[str], path: str, body: dict[str, Any]) -> None:
+        """POST a control call to every worker. A worker that is down has nothing running to abort; a
+        worker that does not know the route makes aborts impossible, which must not pass silently."""
+
+        async def one(url: str) -> None:
+            try:
+                status, reply = await self.http.call("POST", url, path, body, CONTROL_TIMEOUT_S, retries=0)
+            except ServerDown:
+                return
+            if status == 404:
+                raise EngineConfigError(
+                    f"{url}{path} answered 404: requests cannot be aborted there, so partial rollouts could not cut "
+                    "at step boundaries. Point engine.urls at SGLang servers (>= 0.4.9) or at an sglang-router whose "
+                    "workers are such servers"
+                )
+            if status != 200:
+                raise EngineError(f"SGLang server {url}{path} failed (HTTP {status}): {error_text(reply)}")
+
+        await asyncio.gather(*(one(u) for u in workers))
 
     async def update_weights(self, source: Mapping[str, Any] | str | Path, version: int) -> None:
-        """Load new weights on every server as ``version``: a directory (or a state dict written to
+        """Load new weights on every worker as ``version``: a directory (or a state dict written to
         ``engine.weights_dir``) via /update_weights_from_disk, or tensors via /update_weights_from_tensor
-        when ``engine.weight_sync == "tensor"`` (colocated, same host)."""
+        when ``engine.weight_sync == "tensor"`` (colocated, same host; one payload per TP rank)."""
+        await self._probe(refresh=True)  # a router may have gained or lost workers since the last update
         body: dict[str, Any] = {
             "weight_version": version_to_wire(version),
             "abort_all_requests": self.config.weight_update == "abort",
         }
+        timeout = max(self.config.request_timeout_s, CONTROL_TIMEOUT_S)
         if isinstance(source, Mapping) and self.config.weight_sync == "tensor":
-            from agentrl.engines.tensor_wire import serialize_named_tensors
+            from agentrl.engines.tensor_wire import SharedTensors
 
-            route, what = "/update_weights_from_tensor", f"{len(source)} tensors"
-            body["serialized_named_tensors"] = [await asyncio.to_thread(serialize_named_tensors, source)]
-            body["flush_cache"] = True
+            shared = await asyncio.to_thread(SharedTensors, source)
+            try:
+                calls = []
+                for url in self.workers:
+                    payloads = await asyncio.to_thread(shared.payloads, self.settings[url].tp_size)
+                    calls.append((url, {**body, "serialized_named_tensors": payloads, "flush_cache": True}))
+                route, what = "/update_weights_from_tensor", f"{len(source)} tensors"
+                replies = await asyncio.gather(*(self.http.call("POST", u, route, b, timeout) for u, b in calls))
+            finally:
+                shared.close()
         else:
             path = Path(source) if isinstance(source, (str, Path)) else self._write_state_dict(source, version)
             route, what = "/update_weights_from_disk", str(path)
-            body["model_path"] = str(path.resolve())
-        timeout = max(self.config.request_timeout_s, _CONTROL_TIMEOUT_S)
-        replies = await asyncio.gather(*(self._call("POST", u, route, body, timeout) for u in self.urls))
-        for url, (status, reply) in zip(self.urls, replies):
+            disk = {**body, "model_path": str(path.resolve())}
+            replies = await asyncio.gather(*(self.http.call("POST", u, route, disk, timeout) for u in self.workers))
+        for url, (status, reply) in zip(self.workers, replies):
             if status != 200 or not (isinstance(reply, dict) and reply.get("success")):
                 raise EngineError(
-                    f"SGLang server {url} failed to load weights from {what} (HTTP {status}): {_error_text(reply)}"
+                    f"SGLang server {url} failed to load weights from {what} (HTTP {status}): {error_text(reply)}"
                 )
         self._version = int(version)
 
@@ -229,58 +248,30 @@ class SGLangEngine:
             )
         from safetensors.torch import save_file
 
-        out = Path(self.config.weights_dir) / f"v{version:08d}"
-        out.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}  # clone: no shared storage
-        save_file(tensors, str(out / "model.safetensors"))
-        return out
+        return publish_weights(
+            self.config.weights_dir, version, lambda d: save_file(tensors, str(d / "model.safetensors"))
+        )
+
+    def model_identity(self) -> ModelIdentity:
+        """The model directory the run config names (the servers' own paths may differ); no config read here."""
+        return ModelIdentity(path=self.model_path)
 
     async def health(self) -> bool:
-        """True when every server answers /health with 200."""
+        """True when every configured URL answers /health with 200 and every router lists a worker."""
 
         async def one(url: str) -> bool:
             try:
-                status, _ = await self._call("GET", url, "/health", None, _CONTROL_TIMEOUT_S)
+                status, _ = await self.http.call("GET", url, "/health", None, CONTROL_TIMEOUT_S)
+                if status != 200:
+                    return False
+                entry = self.entries.get(url)
+                return not (entry and entry.is_router) or bool(await list_router_workers(self.http, url))
             except EngineError:
                 return False
-            return status == 200
 
         return all(await asyncio.gather(*(one(u) for u in self.urls)))
 
     async def close(self) -> None:
         """Close the HTTP session (idempotent)."""
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-
-
-def check_server_semantics(url: str, info: dict[str, Any]) -> None:
-    """Raise EngineConfigError when a server's logprobs are not log_softmax(logits / T) of the sample."""
-    semantics = info.get("logprob_semantics", LogprobSemantics.TEMPERED_FULL_VOCAB.value)
-    original = info.get("return_original_logprob") or _truthy(os.environ.get("SGLANG_RETURN_ORIGINAL_LOGPROB"))
-    if original or semantics == LogprobSemantics.RAW.value:
-        raise EngineConfigError(
-            f"SGLang server {url} returns logprobs before temperature (SGLANG_RETURN_ORIGINAL_LOGPROB); unset it and "
-            "restart the server, the trainer needs log_softmax(logits / T)"
-        )
-    if semantics != LogprobSemantics.TEMPERED_FULL_VOCAB.value:
-        raise EngineConfigError(
-            f"SGLang server {url} reports logprob semantics {semantics!r}; training needs 'tempered_full_vocab'"
-        )
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _maybe_json(text: str) -> Any:
-    try:
-        return json.loads(text) if text else None
-    except json.JSONDecodeError:
-        return text
-
-
-def _error_text(reply: Any) -> str:
-    if isinstance(reply, dict):
-        err = reply.get("error", reply.get("message", reply))
-        return str(err.get("message", err) if isinstance(err, dict) else err)[:500]
-    return str(reply)[:500]
+        await self.http.close()

@@ -12,7 +12,10 @@ from typing import Any
 from agentrl.config.sections import ModelConfig
 from agentrl.errors import ModelLoadError, TemplateError
 
-MAKE_HINT = "create one with `agentrl make-model tiny --out {path}` (or `agentrl make-model smollm2 --out {path}`), or set model.path to a local Hugging Face model directory"
+MAKE_HINT = (
+    "create one with `agentrl make-model tiny --out {path}` (or `agentrl make-model smollm2 --out {path}`), or "
+    "set model.path to a local Hugging Face model directory"
+)
 _WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 
@@ -24,11 +27,18 @@ def check_model_dir(path: str | Path, *, need_weights: bool = True) -> Path:
     if not directory.exists():
         raise ModelLoadError(f"model directory {str(path)!r} does not exist; {hint}")
     if not directory.is_dir():
-        raise ModelLoadError(f"model path {str(path)!r} is a file, not a directory; point model.path at the directory holding config.json")
+        raise ModelLoadError(
+            f"model path {str(path)!r} is a file, not a directory; point model.path at the directory holding "
+            "config.json"
+        )
     if not (directory / "config.json").is_file():
-        raise ModelLoadError(f"model directory {str(path)!r} has no config.json, so it is not a Hugging Face model; {hint}")
+        raise ModelLoadError(
+            f"model directory {str(path)!r} has no config.json, so it is not a Hugging Face model; {hint}"
+        )
     if need_weights and not any(next(directory.glob(p), None) for p in _WEIGHT_PATTERNS):
-        raise ModelLoadError(f"model directory {str(path)!r} has no weights (*.safetensors or pytorch_model*.bin); {hint}")
+        raise ModelLoadError(
+            f"model directory {str(path)!r} has no weights (*.safetensors or pytorch_model*.bin); {hint}"
+        )
     return directory
 
 
@@ -38,13 +48,19 @@ def load_tokenizer(path: str | Path, *, require_chat_template: bool = True) -> A
 
     directory = check_model_dir(path, need_weights=False)
     if not any((directory / name).is_file() for name in _TOKENIZER_FILES):
-        raise ModelLoadError(f"model directory {str(path)!r} has no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer there with tokenizer.save_pretrained(DIR)")
+        raise ModelLoadError(
+            f"model directory {str(path)!r} has no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer "
+            "there with tokenizer.save_pretrained(DIR)"
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the tokenizer from {str(path)!r}: {exc}") from exc
     if require_chat_template and not getattr(tokenizer, "chat_template", None):
-        raise TemplateError(f"the tokenizer in {str(path)!r} has no chat template; add one (tokenizer.chat_template = ...; save_pretrained) or use a model made by `agentrl make-model`")
+        raise TemplateError(
+            f"the tokenizer in {str(path)!r} has no chat template; add one (tokenizer.chat_template = ...; "
+            "save_pretrained) or use a model made by `agentrl make-model`"
+        )
     return tokenizer
 
 
@@ -75,7 +91,9 @@ def load_model(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> A
 
     directory = check_model_dir(path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype or torch.float32, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(directory), dtype=dtype or torch.float32, local_files_only=True
+        )
     except (OSError, ValueError, KeyError) as exc:
         raise ModelLoadError(f"cannot load a causal LM from {str(path)!r}: {exc}") from exc
     return model.to(device)

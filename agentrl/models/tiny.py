@@ -66,7 +66,9 @@ def build_tokenizer(vocab_size: int = 2048):
     return tokenizer
 
 
-def make_tiny_model(out_dir: str | Path, *, hidden_size: int = 64, num_layers: int = 2, vocab_size: int = 2048, seed: int = 0) -> Path:
+def make_tiny_model(
+    out_dir: str | Path, *, hidden_size: int = 64, num_layers: int = 2, vocab_size: int = 2048, seed: int = 0
+) -> Path:
     """Write a random-weight Qwen3 model with a ChatML tokenizer to ``out_dir``; returns the path."""
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM

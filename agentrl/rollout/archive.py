@@ -4,7 +4,8 @@ The buffer holds what a resumed job still needs (partial, ready and handed group
 trained, its groups are only a record of the run. Keeping them in the buffer would make the buffer,
 and the copy of it in every checkpoint, grow with every step (about 30 bytes per token). The trainer
 moves them here instead: one gzip JSON-lines file per step, ``trajectories/step_XXXXXX.jsonl.gz``,
-one group per line, written under a temporary name and renamed, then deleted from the buffer.
+one group per line, written under a temporary name, fsynced and renamed (``agentrl.disk.publish``),
+then deleted from the buffer.
 
 Crash safety: a job killed between the rename and the delete leaves the groups in both places; a
 resume restores the buffer of the last checkpoint (taken after the delete) and rewrites the files of
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
+from agentrl.disk import fsync_path, publish
 from agentrl.errors import RolloutBufferError
 from agentrl.rollout.buffer import RolloutBuffer, StoredGroup
 from agentrl.trajectory import Episode
@@ -40,18 +41,16 @@ class TrajectoryArchive:
         groups = buffer.load_groups(("trained", "dropped"))
         if not groups:
             return 0
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.root.is_dir():
+            self.root.mkdir(parents=True)
+            fsync_path(self.root.parent)  # the new trajectories/ entry must survive a power loss too
         final = self.file_for(step)
         tmp = final.with_name(f".{final.name}.tmp")
         lines = "".join(json.dumps(_group_record(g)) + "\n" for g in groups).encode("utf-8")
         with open(tmp, "wb") as raw:
-            with gzip.GzipFile(
-                fileobj=raw, mode="wb", compresslevel=3
-            ) as packed:  # level 3: most of the size gain, little time
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) as packed:  # level 3: most of the gain
                 packed.write(lines)
-            raw.flush()
-            os.fsync(raw.fileno())  # the file is whole on disk before the buffer forgets the groups
-        os.replace(tmp, final)
+        publish(tmp, final)  # file and name on disk before the buffer forgets the groups
         buffer.delete_groups([g.group_id for g in groups])
         return len(groups)
 

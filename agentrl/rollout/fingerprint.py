@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.chat import fingerprint as chat_fingerprint
+from agentrl.engines.base import InferenceEngine
 
 # Config keys that define the architecture (not dtype, paths or generation defaults).
 _ARCH_KEYS = (
@@ -45,13 +46,15 @@ def architecture_fingerprint(model_config: Any) -> str:
     return _sha(json.dumps({k: model_config.get(k) for k in _ARCH_KEYS}, sort_keys=True, default=str))
 
 
-def rollout_fingerprints(tokenizer: Any, engine: Any) -> dict[str, str]:
-    """Fingerprints of a rollout setup: tokenizer, template, architecture, logprob semantics."""
-    runner_model = getattr(getattr(engine, "runner", None), "model", None)
-    config = getattr(getattr(engine, "model", runner_model), "config", None)
-    if config is None:
-        config = getattr(engine, "model_path", None) or getattr(tokenizer, "name_or_path", "") or ""
-    semantics = getattr(engine, "semantics", "unknown")
+def rollout_fingerprints(tokenizer: Any, engine: InferenceEngine) -> dict[str, str]:
+    """Fingerprints of a rollout setup: tokenizer, template, architecture, logprob semantics.
+
+    The architecture is the engine's ``model_identity()``: the served model's config, else its directory,
+    else the tokenizer's directory (the run loads both from ``model.path``).
+    """
+    identity = engine.model_identity()
+    config: Any = dict(identity.hf_config) or identity.path or getattr(tokenizer, "name_or_path", "") or ""
+    semantics = engine.semantics
     chat = chat_fingerprint(tokenizer)
     return {
         "tokenizer": str(chat["tokenizer_sha256"])[:16],

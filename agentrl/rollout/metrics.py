@@ -19,6 +19,7 @@ class RolloutMetrics:
     resumed: int = 0
     restarted: int = 0
     dropped: int = 0
+    stale_discarded_tokens: int = 0  # sampled tokens thrown away when a too-stale episode restarted
     failed: int = 0
     groups_dropped: int = 0
     tokens_generated: int = 0
@@ -36,6 +37,7 @@ class RolloutMetrics:
             for name in ("started", "completed", "aborted", "resumed", "restarted", "dropped", "failed")
         }
         out["rollout/groups_dropped"] = float(self.groups_dropped)
+        out["rollout/stale_discarded_tokens"] = float(self.stale_discarded_tokens)
         out["rollout/tokens_generated"] = float(self.tokens_generated)
         out["rollout/prompt_tokens"] = float(self.prompt_tokens)
         out["rollout/cached_prompt_frac"] = (

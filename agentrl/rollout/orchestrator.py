@@ -11,6 +11,7 @@ import asyncio
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,9 +21,10 @@ from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.env import MultiTurnEnv
-from agentrl.errors import RolloutError
+from agentrl.errors import EngineConfigError, RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset, task_seed
+from agentrl.rollout.drop_alarm import DropAlarm, drop_rate
 from agentrl.rollout.fingerprint import rollout_fingerprints
 from agentrl.rollout.groups import GroupRun
 from agentrl.rollout.metrics import RolloutMetrics
@@ -75,7 +77,9 @@ class RolloutOrchestrator:
         self._ctx = RunContext(engine, config, assembler, self._executor, RolloutMetrics())
         self._groups: list[GroupRun] = []  # ready and in-flight groups, in admission order
         self._loaded = buffer is None
+        self._drops = DropAlarm(config.max_drop_rate, config.prompts_per_step)
         self.restore_log: list[tuple[str, str, str]] = []  # (episode id, snapshot|replay|restart, reason)
+        self._step, self._engine_failures = 0, 0  # engine-failed groups of the step being collected
         if buffer is not None:
             buffer.bind_fingerprints(rollout_fingerprints(tokenizer, engine))
             state = buffer.dataset_state()
@@ -87,13 +91,25 @@ class RolloutOrchestrator:
         """The chat assembler episodes are rendered with."""
         return self._ctx.assembler
 
+    async def load(self) -> str:
+        """Load the groups the buffer carries (else the first step does); a line saying what was restored."""
+        if not self._loaded:
+            await self._load_from_buffer()
+            self._loaded = True
+        states = Counter(g.state for g in self._groups)
+        methods = Counter(method for _, method, _ in self.restore_log)
+        return (
+            f"{len(self._groups)} groups carried ({states['ready']} complete, {states['inflight']} in flight); "
+            f"{len(self.restore_log)} partial episodes restored ({methods['replay']} by replay, {methods['snapshot']} "
+            f"from a snapshot, {methods['restart']} restarted)"
+        )
+
     async def collect_step(self, step: int) -> StepBatch:
         """Run episodes until B groups are complete; abort and keep the rest (partial rollouts)."""
         started = time.perf_counter()
         metrics = self._ctx.metrics = RolloutMetrics()
-        if not self._loaded:
-            await self._load_from_buffer()
-            self._loaded = True
+        self._step, self._engine_failures = step, 0
+        await self.load()
         await self._admit_carried()
         dropped: list[GroupRun] = []
         await self._run_until_ready(dropped)
@@ -101,6 +117,7 @@ class RolloutOrchestrator:
         await self._settle(dropped)  # members may have finished while stopping
         metrics.aborted += sum(1 for g in self._groups for r in g.runners if r.episode.status == "partial")
         batch = [g for g in self._groups if g.state == "ready"][: self.config.prompts_per_step]
+        await self._check_drops(dropped, trained=len(batch))
         for group in batch:
             group.state, group.step = "handed", step
         self._groups = [g for g in self._groups if g.state != "handed"]
@@ -116,6 +133,7 @@ class RolloutOrchestrator:
         rewards = [e.final_reward for g in batch for e in g.episodes if e.final_reward is not None]
         out["rollout/reward_mean"] = sum(rewards) / len(rewards) if rewards else 0.0
         out["rollout/groups_carried"] = float(len(self._groups))
+        out["rollout/drop_rate"] = drop_rate(len(dropped), len(batch))
         exhausted = self.dataset.exhausted() and not self._groups
         return StepBatch(step, [g.episodes for g in batch], out, [g.episodes for g in dropped], exhausted)
 
@@ -129,6 +147,7 @@ class RolloutOrchestrator:
         target = math.ceil(self.config.over_sample * need) if self.config.partial_rollout else need
         while True:
             await self._settle(dropped)
+            await self._check_drops(dropped)
             if sum(g.state == "ready" for g in self._groups) >= need:
                 return  # checked before admitting: carried ready groups may already fill the step
             await self._fill(target)
@@ -193,22 +212,35 @@ class RolloutOrchestrator:
             self._release_envs(group)
 
     async def _on_failure(self, group: GroupRun, failed: EpisodeRunner) -> None:
-        """Raise when the config says failures are fatal or the engine is gone; else stop the siblings."""
+        """Raise when the config says failures are fatal, the engine is gone, or it failed more often than
+        ``rollout.engine_retries`` this step; else stop the siblings (the group is dropped and replaced)."""
         error = failed.episode.error
         if self.config.on_failure == "fail":
             await self._stop_runners([r for g in self._groups for r in g.runners])
             raise RolloutError(
                 f"episode {failed.episode.episode_id} (task {group.task_id!r}) failed: {error}. The buffer keeps the "
-                "last "
-                "step boundary; fix the cause and resume, or set rollout.on_failure=drop to drop failed groups"
+                "last step boundary; fix the cause and resume, or set rollout.on_failure=drop to drop failed groups"
             )
-        if failed.failure_source == "engine" and not await self._engine_healthy():
-            await self._stop_runners([r for g in self._groups for r in g.runners])
-            raise RolloutError(
-                f"the inference engine failed mid-step ({error}) and its health check fails; nothing was written for "
-                "this step: restart the engine and resume the run (--resume RUN_DIR) to continue from the last boundary"
-            )
+        if failed.failure_source == "engine":
+            self._engine_failures += 1
+            healthy = await self._engine_healthy()
+            if not healthy or self._engine_failures > self.config.engine_retries:
+                await self._stop_runners([r for g in self._groups for r in g.runners])
+                state = "and its health check fails" if not healthy else "although its health check passes"
+                raise RolloutError(
+                    f"the inference engine failed {self._engine_failures} time(s) in step {self._step} "
+                    f"(rollout.engine_retries={self.config.engine_retries}) {state}; last failure: {error}. Nothing "
+                    "was written for this step, the buffer keeps the last step boundary and the groups it holds: fix "
+                    "or restart the engine and resume the run (--resume RUN_DIR)"
+                )
         await self._stop_runners(group.runners)
+
+    async def _check_drops(self, dropped: list[GroupRun], trained: int | None = None) -> None:
+        """Stop the step (RolloutError naming the last errors) once it has dropped too many groups."""
+        problem = self._drops.problem([g.episodes for g in dropped], trained)
+        if problem is not None:
+            await self._stop_runners([r for g in self._groups for r in g.runners])
+            raise RolloutError(f"{problem}. Nothing was written for this step: the buffer keeps the last boundary")
 
     async def _engine_healthy(self) -> bool:
         try:
@@ -228,6 +260,8 @@ class RolloutOrchestrator:
             if rids:
                 try:
                     await self.engine.abort(rids)
+                except EngineConfigError as exc:  # aborts are impossible: waiting would stall every boundary
+                    raise RolloutError(f"cannot abort the step's in-flight requests: {exc}") from exc
                 except Exception:  # a dead engine cannot abort; its generate calls fail on their own
                     pass
             # Re-abort periodically: a request may reach a remote engine after its abort did.
@@ -251,6 +285,7 @@ class RolloutOrchestrator:
                     == "restart"
                 ):
                     env = runner.env or await self._acquire_env()
+                    self._ctx.metrics.stale_discarded_tokens += sum(s.num_sampled for s in runner.episode.segments)
                     group.runners[slot] = EpisodeRunner(
                         self._new_episode(group.task_id, group.group_id), env, self._ctx
                     )

@@ -3,7 +3,10 @@
 Invariant: every sampled token enters the episode through ``TokenLedger.append_sampled`` with the
 engine's logprob and version; a stop request (the step boundary) leaves the episode ``partial``
 with everything generated so far, and ``run`` continues it later from ``ledger.input_ids()``.
-An env may bound the next reply's length with ``info["max_new_tokens"]`` (from reset or step).
+What the env returns is checked where it enters (``agentrl.env_contract``); the info keys read
+here are those of ``agentrl.env.EnvInfo``. A request the engine aborts on its own (not at a step
+boundary) is retried; retries that bring no token back wait with backoff and are bounded
+(``MAX_IDLE_ABORTS``), then the episode fails.
 """
 
 from __future__ import annotations
@@ -21,12 +24,16 @@ from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
 from agentrl.env import MultiTurnEnv, hack_flags
+from agentrl.env_contract import checked_reset, checked_step
+from agentrl.errors import EngineError, EnvContractError
 from agentrl.ledger import TokenLedger
 from agentrl.rollout.metrics import RolloutMetrics
 from agentrl.rollout.replay import as_recorded
 from agentrl.trajectory import Episode, TurnRecord
 
 FINISHED = ("complete", "truncated", "failed")
+MAX_IDLE_ABORTS = 8  # engine-side aborts in a row that returned no token before the episode fails
+ABORT_BACKOFF_S = 0.05  # the first wait after such an abort; doubles each time, at most 2 s
 
 
 @dataclass
@@ -50,9 +57,11 @@ class EpisodeRunner:
         self.ledger = TokenLedger(episode, ctx.assembler)
         self.stop_requested = False
         self.request_id: str | None = None
+        self.idle_aborts = 0  # engine-side aborts in a row that returned no token
         self.failure_source: str | None = None  # "env", "engine" or "ledger" when the episode failed
-        # An env may cap the next reply's tokens via info["max_new_tokens"] (reset or step info); the
-        # open turn's record keeps it so a reply resumed in another job keeps its budget.
+        self.env_method = ""  # the env method called last: a failure names it
+        # The env's cap on the next reply (info max_new_tokens of reset or the last step); the open turn's
+        # record keeps it in its own field, so a reply resumed in another job keeps its budget.
         self.turn_cap: int | None = None
         stepped = [t for t in episode.turns if t.reward is not None]
         if stepped:
@@ -74,6 +83,7 @@ class EpisodeRunner:
         """Run until the episode ends or ``stop_requested`` is set (then it is ``partial``)."""
         if self.episode.status == "partial":
             self.episode.status = "running"
+        self.idle_aborts = 0
         try:
             if not self.ledger.segment.prompt_ids:
                 await self._start()
@@ -90,12 +100,15 @@ class EpisodeRunner:
         source = self.failure_source or "env"
         self.failure_source = source
         self.episode.status = "failed"
-        self.episode.error = f"{source}: {type(exc).__name__}: {exc}"
+        where = ""
+        if source == "env" and self.env_method and not isinstance(exc, EnvContractError):  # that one names it
+            where = f"{type(self.env).__name__}.{self.env_method} raised "
+        self.episode.error = f"{source}: {where}{type(exc).__name__}: {exc}"
         self.ctx.metrics.failed += 1
 
     async def _call_env(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call env.<name>: its async variant ``a<name>`` when present, else in the thread pool."""
-        self.failure_source = "env"
+        self.failure_source, self.env_method = "env", name
         started = time.perf_counter()
         try:
             async_fn = getattr(self.env, f"a{name}", None)
@@ -109,23 +122,23 @@ class EpisodeRunner:
             self.ctx.metrics.env_time_s += time.perf_counter() - started
 
     async def _start(self) -> None:
-        observation, info = await self._call_env(
-            "reset", seed=self.episode.seed, options=dict(self.episode.reset_options)
+        observation, info = checked_reset(
+            self.env, await self._call_env("reset", seed=self.episode.seed, options=dict(self.episode.reset_options))
         )
         self._take_cap(info)
         self.failure_source = "ledger"
         self.ledger.start(list(observation))
         self.episode.status = "running"
 
-    def _take_cap(self, info: Any) -> None:
-        cap = info.get("max_new_tokens") if isinstance(info, dict) else None
+    def _take_cap(self, info: dict[str, Any]) -> None:
+        cap = info.get("max_new_tokens")
         self.turn_cap = int(cap) if cap is not None else None
 
     def _turn_record(self) -> TurnRecord:
         """The open turn's record (created when the turn starts)."""
         turns = self.episode.turns
         if not turns or turns[-1].reward is not None:
-            turns.append(TurnRecord(index=len(turns), info={"max_new_tokens": self.turn_cap} if self.turn_cap else {}))
+            turns.append(TurnRecord(index=len(turns), max_new_tokens=self.turn_cap))
         return turns[-1]
 
     async def _turn(self) -> None:
@@ -133,7 +146,7 @@ class EpisodeRunner:
         turn = self._turn_record()
         input_ids = self.ledger.input_ids()
         context_left = self.ctx.config.max_episode_tokens - len(input_ids)
-        cap = turn.info.get("max_new_tokens") or self.ctx.config.max_new_tokens
+        cap = turn.max_new_tokens or self.ctx.config.max_new_tokens
         turn_left = min(self.ctx.config.max_new_tokens, int(cap)) - turn.num_tokens
         if context_left <= 0 and turn.num_tokens == 0:
             self.episode.turns.pop()
@@ -141,14 +154,32 @@ class EpisodeRunner:
             return
         max_new = min(turn_left, context_left)
         if max_new > 0:
-            finish = await self._generate(turn, input_ids, max_new)
+            before = turn.num_tokens
+            finish, message = await self._generate(turn, input_ids, max_new)
             if finish == "abort":
-                return  # stopped (partial) or aborted by a weight update: the loop decides
+                await self._after_abort(turn.num_tokens - before, message)
+                return  # stopped (partial), or aborted by the engine (a weight update, an operator): retried
+            self.idle_aborts = 0
         elif turn.finish_reason in (None, "abort"):
             turn.finish_reason = "length"
         await self._step(turn)
 
-    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> str:
+    async def _after_abort(self, produced: int, message: object) -> None:
+        """Bound engine-side aborts: back off while they bring no token, fail the episode past the bound."""
+        if self.stop_requested:
+            return  # the step boundary asked for it
+        self.idle_aborts = 0 if produced else self.idle_aborts + 1
+        if self.idle_aborts > MAX_IDLE_ABORTS:
+            self.failure_source = "engine"
+            raise EngineError(
+                f"the engine aborted this episode's request {self.idle_aborts} times in a row without a token or a "
+                f"step boundary (last: {message!r}); find what aborts every request (an abort loop, "
+                "engine.weight_update: abort with constant weight updates) or restart the engine"
+            )
+        if self.idle_aborts:
+            await asyncio.sleep(min(ABORT_BACKOFF_S * 2 ** (self.idle_aborts - 1), 2.0))
+
+    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> tuple[str, object]:
         cfg = self.ctx.config
         sampling = SamplingParams(
             max_new_tokens=max_new,
@@ -171,20 +202,22 @@ class EpisodeRunner:
         self.ctx.metrics.tokens_generated += len(result.output_ids)
         self.ctx.metrics.prompt_tokens += result.prompt_tokens
         self.ctx.metrics.cached_prompt_tokens += result.cached_tokens
-        return result.finish_reason
+        return result.finish_reason, result.extra.get("message")
 
     async def _step(self, turn: TurnRecord) -> None:
         """Give the turn's text to the env, record its answer, and render it (mask 0)."""
         text = self.ledger.decode_turn(self.ledger.current_turn_ids())
         self.ledger.end_turn(text)
         turn.action = text
-        observation, reward, terminated, truncated, info = await self._call_env("step", text)
-        info = as_recorded(info) if isinstance(info, dict) else {}
-        turn.reward = float(reward)
-        turn.env_messages = as_recorded(list(observation))
+        result = checked_step(self.env, await self._call_env("step", text))
+        observation, terminated, truncated = result.messages, result.terminated, result.truncated
+        info = as_recorded(result.info)
+        turn.reward = result.reward
+        turn.env_messages = as_recorded(observation)
         turn.info = info
         self.ctx.metrics.sandbox_time_s += float(info.get("sandbox_time_s", 0.0) or 0.0)
         self._take_cap(info)
+        self.env_method = "snapshot"
         snapshot = self.env.snapshot() if self.env is not None else None
         self.episode.env_snapshot = as_recorded(snapshot) if snapshot is not None else None
         for flag in hack_flags(info):
@@ -194,16 +227,17 @@ class EpisodeRunner:
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}
         if terminated or truncated or len(self.episode.turns) >= self.max_turns:
-            final = info.get("final_reward")
-            self._finish("complete" if terminated else "truncated", final)
+            self._finish("complete" if terminated else "truncated", info.get("outcome"))
             return
         self.failure_source = "ledger"
         self.ledger.append_env(list(observation))
 
-    def _finish(self, status: str, final_reward: Any = None) -> None:
+    def _finish(self, status: str, outcome: Any = None) -> None:
+        """R_i: the env's separate outcome when it gave one, else the return (sum of the turn rewards)."""
         self.episode.status = status  # type: ignore[assignment]
         rewards = [t.reward for t in self.episode.turns if t.reward is not None]
-        self.episode.final_reward = float(final_reward) if final_reward is not None else float(sum(rewards))
+        self.episode.outcome = float(outcome) if outcome is not None else None
+        self.episode.final_reward = self.episode.outcome if outcome is not None else float(sum(rewards))
         self.ctx.metrics.completed += 1
 
 

@@ -1,14 +1,14 @@
 """Atomic checkpoints of a run: HF model, optimizer + scheduler, RNG states, step, rollout buffer copy.
 
 Invariant: a checkpoint directory either exists complete or not at all (written under a temp name,
-then renamed), and ``checkpoints/latest`` only ever names a complete one. The rollout buffer is
-copied with SQLite's backup API at the same step boundary, so a resume restores a consistent pair.
+fsynced, then renamed), and ``checkpoints/latest`` only ever names a complete one, even after a
+power loss (``agentrl.disk``). The rollout buffer is copied with SQLite's backup API at the same
+step boundary, so a resume restores a consistent pair.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import sqlite3
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agentrl.disk import fsync_path, publish, write_text_durably
 from agentrl.errors import CheckpointError
 from agentrl.rollout.buffer import BUFFER_FILE
 from agentrl.trainer.distributed import DistInfo
@@ -68,12 +69,6 @@ def copy_sqlite(src: Path, dst: Path) -> None:
     target.close()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def save_checkpoint(
     run_dir: Path,
     step: int,
@@ -92,9 +87,14 @@ def save_checkpoint(
     tmp = root / f".tmp-step_{step:06d}"
     if dist.is_main:
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        if not root.exists():
+            root.mkdir(parents=True)
+            fsync_path(run_dir)  # the new checkpoints/ entry itself must survive a power loss
+        tmp.mkdir()
     _barrier(dist)
-    torch.save({**training_state, "rng": rng_state()}, tmp / f"training_rank{dist.rank}.pt")
+    training_file = tmp / f"training_rank{dist.rank}.pt"
+    torch.save({**training_state, "rng": rng_state()}, training_file)
+    fsync_path(training_file)  # by the rank that wrote it: on a shared filesystem only the writer can flush it
     _barrier(dist)
     if dist.is_main:
         lm.save_pretrained(tmp / "model", state_dict={k: v.cpu() for k, v in state.items()}, safe_serialization=True)
@@ -106,8 +106,8 @@ def save_checkpoint(
             json.dumps({"step": step, "world_size": dist.world_size, **meta}, indent=1)
         )
         shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        _write_atomic(root / "latest", final.name + "\n")
+        publish(tmp, final)  # every file and directory fsynced, renamed, checkpoints/ fsynced
+        write_text_durably(root / "latest", final.name + "\n")
         for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     _barrier(dist)

@@ -20,31 +20,58 @@ class DistInfo:
 
     rank: int = 0
     world_size: int = 1
+    enabled: bool = False  # a process group is up (under torchrun, even with one process)
 
     @property
     def is_main(self) -> bool:
         """Rank 0 writes checkpoints, logs and plots."""
         return self.rank == 0
 
-    @property
-    def enabled(self) -> bool:
-        """True under torchrun with more than one process."""
-        return self.world_size > 1
+
+# The collective backend per device type. The group always serves CPU tensors (metric and micro-batch
+# count reductions, object broadcasts, barriers) through gloo, and the accelerator's tensors (FSDP2's
+# all-gathers and reduce-scatters) through its native backend: NCCL alone has no CPU collectives.
+ACCELERATOR_BACKENDS: dict[str, str] = {"cuda": "nccl"}
+# Select backends as for this device type even when it is absent (tests run the GPU selection on CPU).
+DEVICE_ENV = "AGENTRL_DIST_DEVICE"
+
+
+def process_group_backend(device_type: str, *, native_available: bool = True) -> str:
+    """The ``init_process_group`` backend string for a trainer on ``device_type``, e.g. ``cpu:gloo,cuda:nccl``.
+
+    ``native_available=False`` (a CPU build of torch) maps the accelerator to gloo: the same device map,
+    run where its native backend does not exist.
+    """
+    pairs = {"cpu": "gloo"}
+    if device_type != "cpu":
+        if device_type not in ACCELERATOR_BACKENDS:
+            raise ValueError(f"no collective backend known for device type {device_type!r}; known: cpu, cuda")
+        pairs[device_type] = ACCELERATOR_BACKENDS[device_type] if native_available else "gloo"
+    return ",".join(f"{device}:{backend}" for device, backend in pairs.items())
+
+
+def launched_by_torchrun() -> bool:
+    """True when torchrun (or another launcher setting its variables) started this process."""
+    return "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ and "RANK" in os.environ
 
 
 def init_distributed() -> DistInfo:
-    """Join the process group torchrun set up (gloo on CPU, nccl on CUDA); world of one without torchrun."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    """Join the process group torchrun set up; a world of one without torchrun.
+
+    Under torchrun the group serves CPU and accelerator tensors (``process_group_backend``), even with one
+    process, so a one-GPU run takes the same collective paths as eight.
+    """
+    if not launched_by_torchrun():
         return DistInfo()
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend=backend)
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size())
+        device_type = os.environ.get(DEVICE_ENV) or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device_type == "cuda" and torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))  # before init: NCCL binds the device
+        native = device_type == "cpu" or (torch.cuda.is_available() and dist.is_nccl_available())
+        dist.init_process_group(backend=process_group_backend(device_type, native_available=native))
+    return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(), enabled=True)
 
 
 def shard_policy(policy: nn.Module, decoder_layers: nn.ModuleList) -> nn.Module:
@@ -75,6 +102,17 @@ def max_over_ranks(value: int, info: DistInfo) -> int:
     t = torch.tensor([value], dtype=torch.long)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t.item())
+
+
+def max_floats_over_ranks(values: list[float], info: DistInfo) -> list[float]:
+    """Element-wise maximum of a list of floats over ranks (for metrics reported as a max)."""
+    if not info.enabled or not values:
+        return values
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
 
 
 def sum_over_ranks(values: list[float], info: DistInfo) -> list[float]:

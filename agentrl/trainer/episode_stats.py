@@ -5,14 +5,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from agentrl.behaviour import behaviour_metrics
 from agentrl.trajectory import Episode
-
-
-def is_success(episode: Episode) -> bool:
-    """An env-reported ``success`` component wins; otherwise a final reward of at least 1."""
-    if "success" in episode.reward_components:
-        return episode.reward_components["success"] > 0
-    return episode.final_reward is not None and episode.final_reward >= 1.0
 
 
 def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
@@ -26,7 +20,7 @@ def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
     out = {
         "episode/reward_mean": statistics.fmean(rewards) if rewards else 0.0,
         "episode/reward_std": statistics.stdev(rewards) if len(rewards) > 1 else 0.0,
-        "episode/success_rate": sum(map(is_success, episodes)) / len(episodes),
+        "episode/success_rate": sum(e.success for e in episodes) / len(episodes),
         "episode/turns_mean": statistics.fmean(len(e.turns) for e in episodes),
         "episode/completion_tokens_mean": statistics.fmean(completion),
         "episode/sampled_tokens_mean": statistics.fmean(sampled),
@@ -36,6 +30,9 @@ def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
         # Episodes an env flagged for attempted reward hacking (info["hack_flags"]): watch it climb.
         "reward/hack_suspect_frac": sum(bool(e.hack_flags) for e in episodes) / len(episodes),
     }
+    out.update(
+        {f"episode/{name}": value for name, value in behaviour_metrics(episodes).items() if name != "turns_mean"}
+    )
     for name, values in _components(episodes).items():
         out[f"episode/reward_{name}"] = statistics.fmean(values)
     return out

@@ -3,12 +3,14 @@
 Invariant: a step's rollout-buffer commit and its checkpoint describe the same boundary (the
 checkpoint holds a copy of the buffer taken after the commit), so ``--resume`` continues exactly.
 Under torchrun, rank 0 owns the engine and the rollouts and broadcasts each batch to every rank.
+Ctrl-C/SIGTERM end the loop at the next step boundary, with a checkpoint (``interrupt.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +20,13 @@ import numpy as np
 import torch
 
 from agentrl.config.run import RunConfig
-from agentrl.engines.factory import make_engine
-from agentrl.errors import CheckpointError, ConfigError
+from agentrl.errors import CheckpointError
 from agentrl.rollout.archive import TrajectoryArchive
+from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
+from agentrl.rundir import new_run_dir
 from agentrl.trainer.batch import build_rows
+from agentrl.trainer.boundary import StepBoundaries
 from agentrl.trainer.checkpoint import (
-    BUFFER_FILE,
     latest_checkpoint,
     load_training_state,
     restore_buffer,
@@ -33,6 +36,7 @@ from agentrl.trainer.checkpoint import (
 from agentrl.trainer.distributed import DistInfo, decoder_layers_of, full_state_dict, init_distributed, shard_policy
 from agentrl.trainer.episode_stats import episode_metrics
 from agentrl.trainer.heldout import heldout_eval, summary_lines
+from agentrl.trainer.interrupt import StopSignals, TrainingStopped
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.reporting import RunReporter
 from agentrl.trainer.seeding import SeededEngine
@@ -58,20 +62,12 @@ class Session:
 
 
 def make_run_dir(cfg: RunConfig, config_name: str, resume: str | Path | None) -> Path:
-    """The run directory: ``--resume`` names it; a new run gets ``run_root/<name or config stem-time>``."""
+    """The run directory: ``--resume`` names it (a run of the same model); else a new one (``agentrl.rundir``)."""
     if resume is not None:
         run_dir = Path(resume)
         check_resume(run_dir, cfg)
         return run_dir
-    name = cfg.logging.run_name or f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = Path(cfg.logging.run_root) / name
-    if (run_dir / "checkpoints").exists() or (run_dir / BUFFER_FILE).exists():
-        raise ConfigError(
-            f"run directory {str(run_dir)!r} already holds a run; pass --resume {run_dir} to continue "
-            "it or choose another logging.run_name"
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+    return new_run_dir(cfg.logging, config_name)
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
@@ -107,8 +103,6 @@ def _load_policy(cfg: RunConfig, model_dir: Path | str, dist: DistInfo) -> tuple
 
 async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: bool) -> Session:
     """Validate, then load model, engine, env, dataset, buffer, orchestrator and reporter."""
-    from transformers import AutoTokenizer
-
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     ckpt = latest_checkpoint(run_dir) if resume else None
     if resume and ckpt is None:
@@ -117,7 +111,7 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         restore_buffer(ckpt, run_dir)
     if dist.is_main and ckpt is None:
         write_run_meta(run_dir, cfg)
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model.path)
+    tokenizer = load_run_tokenizer(cfg)
     lm, policy = _load_policy(cfg, ckpt.model_dir if ckpt else cfg.model.path, dist)
     updater = PolicyUpdater(
         policy,
@@ -138,9 +132,7 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
     if dist.is_main:
         engine, orchestrator = _rollout_side(cfg, run_dir, tokenizer)
     if start:  # the engine loaded the base weights: bring it to the checkpoint's policy
-        await sync_weights(
-            engine, lm, start, transport=_transport(cfg), weights_root=_weights_root(cfg, run_dir), dist=dist
-        )
+        await sync_weights(engine, lm, start, transport=cfg.engine.weight_transport(run_dir), dist=dist)
     reporter = RunReporter(
         run_dir,
         cfg.logging,
@@ -153,31 +145,14 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
 
 
 def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, Any]:
-    from agentrl.registry import make_env_factory
-    from agentrl.rollout.buffer import RolloutBuffer
-    from agentrl.rollout.dataset import TaskDataset
-    from agentrl.rollout.orchestrator import RolloutOrchestrator
+    def prepare(engine: Any) -> Any:
+        check_engine_logprobs(engine.semantics, cfg)
+        if cfg.trainer.deterministic:  # engine RNG state is not checkpointable: seed each request by its content
+            return SeededEngine(engine, cfg.trainer.seed)
+        return engine
 
-    env_factory = make_env_factory(cfg.env)
-    probe = env_factory()
-    dataset = TaskDataset.from_env(probe, seed=cfg.rollout.seed)
-    probe.close()
-    engine = make_engine(cfg.engine, cfg.model)
-    check_engine_logprobs(engine.semantics, cfg)
-    if cfg.trainer.deterministic:  # engine RNG state is not checkpointable: seed each request by its content
-        engine = SeededEngine(engine, cfg.trainer.seed)
-    buffer = RolloutBuffer(run_dir / BUFFER_FILE)
-    return engine, RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
-
-
-def _transport(cfg: RunConfig) -> str:
-    """state_dict: the in-process engine, or SGLang servers taking tensors (engine.weight_sync: tensor,
-    colocated); disk: safetensors in the weights directory the servers load."""
-    return "state_dict" if cfg.engine.kind == "embedded" or cfg.engine.weight_sync == "tensor" else "disk"
-
-
-def _weights_root(cfg: RunConfig, run_dir: Path) -> Path:
-    return Path(cfg.engine.weights_dir) if cfg.engine.weights_dir else run_dir / "weights"
+    stack = build_rollout_stack(cfg, run_dir, tokenizer, prepare_engine=prepare)
+    return stack.engine, stack.orchestrator
 
 
 def _broadcast(obj: Any, dist: DistInfo) -> Any:
@@ -190,9 +165,10 @@ def _broadcast(obj: Any, dist: DistInfo) -> Any:
     return box[0]
 
 
-async def run_loop(s: Session) -> list[dict[str, Any]]:
+async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list[dict[str, Any]]:
     """The outer loop, one RL step per iteration (DESIGN section 1's data flow)."""
     cfg, total = s.cfg, s.cfg.trainer.steps
+    boundaries = boundaries or StepBoundaries(cfg.trainer, s.dist)
     for step in range(s.start_step + 1, total + 1):
         started = time.perf_counter()
         if isinstance(s.engine, SeededEngine):
@@ -204,16 +180,13 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
         if not groups:
             break
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
-        train_metrics = s.updater.update(rows)
-        sync_s = await sync_weights(
-            s.engine, s.lm, step, transport=_transport(cfg), weights_root=_weights_root(cfg, s.run_dir), dist=s.dist
-        )
+        train_metrics = s.updater.update(rows, audit=cfg.algorithm.audit_due(step))
+        sync_s = await sync_weights(s.engine, s.lm, step, transport=cfg.engine.weight_transport(s.run_dir), dist=s.dist)
         if s.dist.is_main:
             s.orchestrator.commit_step(step)
             if s.orchestrator.buffer is not None:  # trained groups leave the buffer (and later checkpoints)
                 TrajectoryArchive(s.run_dir).archive(s.orchestrator.buffer, step)
-        if step % cfg.trainer.save_every == 0 or step == total or exhausted:
-            _save(s, step)
+        boundary = boundaries.decide(step, exhausted)  # every rank: checkpoint? stop (a signal)?
         wall = time.perf_counter() - started
         tokens = train_metrics.get("train/trained_tokens", 0.0)
         s.reporter.log(
@@ -227,8 +200,13 @@ async def run_loop(s: Session) -> list[dict[str, Any]]:
                 "perf/tokens_per_s": tokens / wall,
                 "engine/weight_version": float(step),
             },
+            plot=False,
         )
-        if exhausted:
+        if boundary.save:  # after the log: a kill in between redoes this step, its metrics record included
+            _save(s, step)
+            boundaries.saved()
+        s.reporter.plot(step)  # after the checkpoint: plots are not worth delaying it
+        if exhausted or boundary.stop:
             break
     return s.reporter.history
 
@@ -249,14 +227,32 @@ def _save(s: Session, step: int) -> None:
     )
 
 
-async def _close(s: Session) -> None:
-    s.reporter.close()
-    if s.orchestrator is not None:
-        await s.orchestrator.close()
-        if s.orchestrator.buffer is not None:
-            s.orchestrator.buffer.close()
-    if s.engine is not None:
-        await s.engine.close()
+async def _close(s: Session, *, failing: bool = False) -> None:
+    """Close rollouts (envs and their sandboxes), buffer, engine and reporter, each even when another fails.
+
+    ``failing``: the job is already ending on an exception (an abort signal, an error); a closing
+    failure is then printed instead of raised, so it cannot replace the exception that ended the job.
+    """
+    orchestrator, buffer = s.orchestrator, getattr(s.orchestrator, "buffer", None)
+    # Sandboxes first: on an abort they are what a slow close (plots, wandb) must not hold up.
+    closers = [
+        orchestrator and orchestrator.close,
+        buffer and buffer.close,
+        s.engine and s.engine.close,
+        s.reporter.close,
+    ]
+    errors: list[Exception] = []
+    for close in filter(None, closers):
+        try:
+            result = close()
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception as exc:  # the other parts must still close (containers, engine threads)
+            errors.append(exc)
+            if failing:
+                print(f"[train] while stopping, {close.__qualname__} failed: {exc!r}", file=sys.stderr, flush=True)
+    if errors and not failing:
+        raise errors[0]
 
 
 async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str | Path | None = None) -> Path:
@@ -268,20 +264,46 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
     session = await build_session(cfg, run_dir, dist, resume is not None)
     before: dict[str, float] = {}
     after: dict[str, float] = {}
-    try:
-        if dist.is_main and session.start_step == 0:
-            before = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "before")
-            if before:
-                session.reporter.log_extra(0, before)
-        history = await run_loop(session)
-        if dist.is_main and cfg.eval.splits:
-            after = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "after")
-            session.reporter.log_extra(history[-1]["step"] if history else session.start_step, after)
-    finally:
+    signals = StopSignals(resume_hint=f"Resume with: agentrl train CONFIG --resume {run_dir}")
+    boundaries = StepBoundaries(cfg.trainer, dist, signals)
+    stopped = False
+    with signals:  # a signal outside the step loop aborts at once (agentrl/trainer/interrupt.py)
+        try:
+            if dist.is_main and session.start_step:
+                carried = await session.orchestrator.load()
+                print(f"[train] resumed {run_dir} from checkpoint step {session.start_step}: {carried}", flush=True)
+            if dist.is_main and session.start_step == 0:
+                before = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "before")
+                if before:
+                    session.reporter.log_extra(0, before)
+            with signals.graceful():
+                history = await run_loop(session, boundaries)
+            last_step = history[-1]["step"] if history else session.start_step
+            # A stop asked during the last step also skips the evaluation after training (--resume runs it).
+            stopped = boundaries.stopped_at is not None or signals.requested is not None
+            if dist.is_main and cfg.eval.splits and not stopped:
+                after = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "after")
+                session.reporter.log_extra(last_step, after)
+        except BaseException:
+            await _close(session, failing=True)
+            raise
         await _close(session)
+    if stopped:
+        raise _stopped(last_step, signals, run_dir, dist)
     for line in summary_lines(before, after):
         print(f"[train] {line}", flush=True)
     return run_dir
+
+
+def _stopped(step: int, signals: StopSignals, run_dir: Path, dist: DistInfo) -> TrainingStopped:
+    why = signals.requested or "a stop signal on another rank"
+    text = (
+        f"stopped after step {step} on {why}; checkpoint {run_dir / 'checkpoints' / f'step_{step:06d}'}. "
+        f"Resume with: agentrl train CONFIG --resume {run_dir}"
+    )
+    if dist.is_main:
+        print(f"[train] {text}", flush=True)
+    return TrainingStopped(text)
 
 
 def train(cfg: RunConfig, *, config_name: str = "run", resume: str | Path | None = None) -> Path:

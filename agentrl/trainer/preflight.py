@@ -2,8 +2,8 @@
 
 The config is already validated; this checks the world it points at: the model directory (tokenizer,
 chat template, architecture), the engine (each SGLang server's health and logprob settings), and the
-environment's external resources (e.g. a sandbox started from the Docker image). The first failure
-raises the component's own error, which names the fix.
+environment's external resources (e.g. a sandbox started from the Docker image) and one real turn of
+it checked against the env contract. The first failure raises the component's own error, which names the fix.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 from agentrl.config.run import RunConfig
-from agentrl.errors import EngineError
 
 
 def check_model(cfg: RunConfig) -> list[str]:
@@ -27,35 +26,30 @@ def check_model(cfg: RunConfig) -> list[str]:
 
 
 async def check_engine(cfg: RunConfig) -> list[str]:
-    """SGLang: every server is healthy and returns training-grade logprobs. Embedded: loads at start."""
-    if cfg.engine.kind == "embedded":
-        return [f"engine embedded (loads {cfg.model.path} in process on {cfg.model.device})"]
-    from agentrl.engines.sglang_http import SGLangEngine
-
-    engine = SGLangEngine(cfg.engine)
-    try:
-        if not await engine.health():
-            raise EngineError(
-                f"SGLang servers {cfg.engine.urls} are not all healthy (GET /health != 200); start them with "
-                "scripts/launch_sglang.sh and retry"
-            )
-        await engine.probe()
-    finally:
-        await engine.close()
-    return [f"engine sglang: {url} healthy, logprobs log_softmax(logits / T)" for url in cfg.engine.urls]
+    """The engine backend's own preflight (SGLang: every server healthy with training-grade logprobs;
+    embedded: device, model directory and worst-case key/value memory, without loading)."""
+    return await cfg.engine.preflight(cfg.model)
 
 
 def check_env(cfg: RunConfig) -> list[str]:
-    """Build one environment and let it check its own resources (``MultiTurnEnv.preflight``)."""
-    from agentrl.registry import make_env_factory
+    """Build one environment, let it check its own resources (``MultiTurnEnv.preflight``), then run one real turn.
 
-    env = make_env_factory(cfg.env)()
+    The turn (reset on the first task, one step with a canned reply) is checked against the env
+    contract, so an env that raises or returns the wrong shape fails the dry run, not the job.
+    """
+    from agentrl.env_contract import probe_turn
+    from agentrl.rollout.dataset import task_seed
+    from agentrl.rollout.stack import env_factory_for
+
+    env = env_factory_for(cfg)()
     try:
         lines = env.preflight()
         tasks = env.task_ids()
+        first = tasks[0] if tasks else "0"  # the dataset's ids for an env without a task set
+        turn = probe_turn(env, first, task_seed(first))
     finally:
         env.close()
-    return [f"env {cfg.env.id}: {len(tasks) or 'seeded'} tasks", *lines]
+    return [f"env {cfg.env.id}: {len(tasks) or 'seeded'} tasks", *lines, f"env {cfg.env.id}: {turn}"]
 
 
 def preflight(cfg: RunConfig) -> list[str]:

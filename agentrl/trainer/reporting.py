@@ -13,20 +13,34 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config.sections import LoggingConfig
+from agentrl.disk import write_text_durably
 from agentrl.trainer.plots import write_plots
 
 METRICS_FILE = "metrics.jsonl"
 
 
 def progress_line(step: int, total: int, m: dict[str, float]) -> str:
-    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) 412 tok/s'."""
+    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 0% 412 tok/s'."""
     return (
         f"step {step}/{total} reward {m.get('episode/reward_mean', 0.0):.2f} "
         f"solved {100 * m.get('episode/success_rate', 0.0):.0f}% "
         f"clip {100 * m.get('train/clip_frac_seq', 0.0):.1f}% |log s| {m.get('train/abs_log_s_mean', 0.0):.0e} "
         f"partial {m.get('rollout/groups_carried', 0.0):.0f} (<={m.get('rollout/staleness_max', 0.0):.0f} behind) "
+        f"dropped {100 * m.get('rollout/drop_rate', 0.0):.0f}% "
         f"{m.get('perf/tokens_per_s', 0.0):.0f} tok/s"
     )
+
+
+def step_notes(step: int, m: dict[str, float]) -> list[str]:
+    """Console lines for a step that did something the metrics alone would hide (e.g. trained nothing)."""
+    notes = []
+    if m.get("train/optimizer_steps", 1.0) == 0:
+        notes.append(
+            f"step {step}: nothing was trained (0 optimizer steps): every row had zero advantage "
+            f"({m.get('episode/groups_all_equal', 0.0):.0f} groups had equal rewards, which carry no signal); use "
+            "tasks the policy sometimes solves, a larger rollout.group_size or a higher rollout.temperature"
+        )
+    return notes
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -59,7 +73,7 @@ class RunReporter:
         self.history = [r for r in read_metrics(run_dir) if r.get("step", 0) <= start_step] if enabled else []
         if enabled:  # steps after the checkpoint will be redone: drop them so the file equals an uninterrupted run's
             text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.history)
-            (run_dir / METRICS_FILE).write_text(text)
+            write_text_durably(run_dir / METRICS_FILE, text)  # a kill mid-rewrite must not truncate the history
         self._wandb = self._init_wandb(config) if enabled else None
         self._progress, self._task = self._init_progress(start_step) if enabled and cfg.progress else (None, None)
 
@@ -97,14 +111,24 @@ class RunReporter:
         progress.start()
         return progress, progress.add_task("starting", total=self.total, completed=start_step)
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        """Record one finished step everywhere; refresh plots every ``plot_every`` steps."""
+    def log(self, step: int, metrics: dict[str, float], *, plot: bool = True) -> None:
+        """Record one finished step everywhere; refresh plots every ``plot_every`` steps unless ``plot`` is False."""
         if not self.enabled:
             return
         self.log_extra(step, metrics)
+        for note in step_notes(step, metrics):
+            if self._progress is not None:  # printed above the live bar
+                self._progress.console.print(f"[train] {note}", markup=False, highlight=False)
+            else:
+                print(f"[train] {note}", flush=True)
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
-        if step % self.cfg.plot_every == 0 or step == self.total:
+        if plot:
+            self.plot(step)
+
+    def plot(self, step: int) -> None:
+        """Refresh the PNG plots when ``step`` is a multiple of ``plot_every`` or the last step."""
+        if self.enabled and (step % self.cfg.plot_every == 0 or step == self.total):
             write_plots(self.history, self.run_dir / "plots.png")
 
     def log_extra(self, step: int, metrics: dict[str, float]) -> None:

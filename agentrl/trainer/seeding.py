@@ -11,7 +11,7 @@ import hashlib
 from collections import Counter
 from typing import Any
 
-from agentrl.engines.base import GenerateResult, InferenceEngine, SamplingParams
+from agentrl.engines.base import GenerateResult, InferenceEngine, ModelIdentity, SamplingParams
 
 
 class SeededEngine:
@@ -65,6 +65,10 @@ class SeededEngine:
     async def health(self) -> bool:
         """The wrapped engine's health."""
         return await self.inner.health()
+
+    def model_identity(self) -> ModelIdentity:
+        """The wrapped engine's model."""
+        return self.inner.model_identity()
 
     async def close(self) -> None:
         """Close the wrapped engine."""

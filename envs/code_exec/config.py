@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from sandboxes.config import AutoSandboxConfig, SandboxConfig
+
+SANDBOX_KINDS = ("docker", "process", "auto")
+
+
+def kind_names_the_backend(value: Any) -> Any:
+    """YAML says ``kind`` (default auto); the sandboxes' configs call the same tag ``backend``."""
+    if not isinstance(value, Mapping):
+        return value
+    settings = dict(value)
+    kind = settings.pop("kind", settings.get("backend", "auto"))
+    if kind not in SANDBOX_KINDS:
+        raise ValueError(f"sandbox kind {kind!r} is not one of {list(SANDBOX_KINDS)}")
+    if settings.get("backend", kind) != kind:
+        raise ValueError(f"sandbox kind {kind!r} and backend {settings['backend']!r} disagree; set only kind")
+    return {**settings, "backend": kind}
+
+
+# The sandbox setting of a coding env: the sandboxes' typed union, written with ``kind`` in YAML.
+SandboxSetting = Annotated[SandboxConfig, BeforeValidator(kind_names_the_backend)]
 
 
 class CodeExecConfig(BaseModel):
@@ -55,8 +77,8 @@ class CodeExecConfig(BaseModel):
         description="Reward 0 for an episode whose submission raised a hack flag (attempted exploit; see "
         "docs/sandbox-security.md); off by default: flags are always recorded and counted.",
     )
-    sandbox: dict[str, Any] = Field(
-        default_factory=lambda: {"kind": "auto"},
+    sandbox: SandboxSetting = Field(
+        default_factory=AutoSandboxConfig,
         description="Sandbox settings: kind docker|process|auto (auto: Docker when an engine and the image exist, else "
-        "the process backend with a warning) plus the backend's own fields.",
+        "the process backend with a warning) plus the backend's own fields (sandboxes.config).",
     )

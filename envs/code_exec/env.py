@@ -1,9 +1,12 @@
 """CodeExec-v0: write a function, optionally running code in a stateful sandbox first; graded by hidden tests.
 
 State = the chosen task, the turn count and the cells executed in the sandbox session, so
-``snapshot()`` is the list of cells and ``restore()`` replays them into a fresh session (the
-same as replaying the actions, without grading again). Reward on submit = fraction of tests passed,
-judged outside the sandbox (``envs.code_exec.grading``); attempted exploits are ``info["hack_flags"]``.
+``snapshot()`` is the list of cells with the output each one showed, and ``restore()`` re-runs them
+in a fresh session (the same as replaying the actions, without grading again) and checks every
+output against the recorded one: a cell that reads the time, randomness or anything outside the
+session diverges, and the episode restarts rather than continue from a state the model never saw.
+Reward on submit = fraction of tests passed, judged outside the sandbox (``envs.code_exec.grading``);
+attempted exploits are ``info["hack_flags"]``.
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
-from agentrl.errors import ConfigError, PreflightError, did_you_mean
+from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError, did_you_mean
 from envs.code_exec.actions import CodeAction, parse_action
 from envs.code_exec.config import CodeExecConfig
 from envs.code_exec.grading import Grader, GraderConfig
-from envs.code_exec.sandboxing import check_settings, open_sandbox, shorten
+from envs.code_exec.sandboxing import open_sandbox, shorten
 from envs.code_exec.tasks import CodingTask, load_tasks
 
 
@@ -45,12 +48,12 @@ class CodeExecEnv(MultiTurnEnv):
     """
 
     config_model = CodeExecConfig
+    max_turns = 3  # CodeExecConfig.max_turns's default; the instance takes the configured value
+    tools = (run_python, submit)  # always accepted as calls; listed in the prompt only with expose_tools
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = CodeExecConfig(**kwargs)
-        check_settings(self.config.sandbox)
         self.max_turns = self.config.max_turns
-        self.tools = (run_python, submit) if self.config.expose_tools else ()
         self._tasks = load_tasks(
             self.config.tasks,
             self.config.split,
@@ -65,6 +68,7 @@ class CodeExecEnv(MultiTurnEnv):
         self._by_id = {task.task_id: task for task in self._tasks}
         self.task: CodingTask = self._tasks[0]
         self.cells: list[str] = []
+        self.outputs: list[str] = []  # what each cell showed the model (restore() compares the replay with it)
         self.turn = 0
         self._sandbox: Any = None
         self._grader: Grader | None = None
@@ -83,6 +87,10 @@ class CodeExecEnv(MultiTurnEnv):
             self._grader = Grader(GraderConfig(per_test_timeout_s=self.config.test_timeout_s))
         return self._grader
 
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools' schemas for the chat template, only with ``expose_tools`` (fenced code blocks always work)."""
+        return super().tool_schemas() if self.config.expose_tools else []
+
     def task_ids(self) -> list[str]:
         """Task ids of the configured split."""
         return [task.task_id for task in self._tasks]
@@ -100,7 +108,7 @@ class CodeExecEnv(MultiTurnEnv):
                 f"task {task_id!r} is not in {self.config.tasks!r} split "
                 f"{self.config.split!r}.{did_you_mean(task_id, self._by_id)}"
             )
-        self.task, self.cells, self.turn = self._by_id[task_id], [], 0
+        self.task, self.cells, self.outputs, self.turn = self._by_id[task_id], [], [], 0
         if self._sandbox is not None:
             self._sandbox.reset()
         return [user(self._instructions())], {
@@ -141,10 +149,11 @@ class CodeExecEnv(MultiTurnEnv):
 
     def _run_cell(self, parsed: CodeAction, cost: float, last_turn: bool) -> StepResult:
         result = self.sandbox.run_python(parsed.code, timeout_s=self.config.cell_timeout_s)
-        # A restarted session lost its state, so replay starts after the restart.
-        self.cells = [] if result.restarted else [*self.cells, parsed.code]
         ok = result.ok
         text = shorten(result, self.config.max_output_chars)
+        # A restarted session lost its state, so replay starts after the restart.
+        self.cells = [] if result.restarted else [*self.cells, parsed.code]
+        self.outputs = [] if result.restarted else [*self.outputs, text]
         message = tool(text, name="run_python") if parsed.via_tool else user(f"Output:\n```\n{text}\n```")
         bonus = self.config.run_bonus if ok else 0.0
         info = {
@@ -161,7 +170,7 @@ class CodeExecEnv(MultiTurnEnv):
         flags = result.flag_strings
         reward, components = result.fraction, {"tests": result.fraction}
         zeroed = bool(flags) and self.config.zero_reward_if_flagged
-        info: dict[str, Any] = {"final_reward": 0.0} if zeroed else {}  # the whole episode, earlier shaping too
+        info: dict[str, Any] = {"outcome": 0.0} if zeroed else {}  # the whole episode (R_i), earlier shaping too
         if zeroed:
             reward, components["hack_penalty"] = 0.0, -result.fraction
         info.update(
@@ -194,17 +203,39 @@ class CodeExecEnv(MultiTurnEnv):
         ]
 
     def snapshot(self) -> dict[str, Any]:
-        """Task, turn count and executed cells: enough to rebuild the sandbox session by re-running them."""
-        return {"task_id": self.task.task_id, "turn": self.turn, "cells": list(self.cells)}
+        """Task, turn count, executed cells and their outputs: enough to rebuild the session and verify it."""
+        return {
+            "task_id": self.task.task_id,
+            "turn": self.turn,
+            "cells": list(self.cells),
+            "outputs": list(self.outputs),
+        }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        """Rebuild the state of ``snapshot`` (after ``reset`` with the same task): re-run its cells in order."""
+        """Rebuild the state of ``snapshot`` (after ``reset`` with the same task): re-run its cells in order.
+
+        Raises ``ReplayDivergenceError`` when a cell's output differs from the recorded one (the
+        rollout then restarts the episode, recorded in its restore log).
+        """
         self.task = self._by_id[snapshot["task_id"]]
+        cells, recorded = list(snapshot["cells"]), snapshot.get("outputs")
+        if recorded is None or len(recorded) != len(cells):
+            raise ReplayDivergenceError(
+                f"CodeExec snapshot of task {self.task.task_id!r} has no output per cell (an older agentrl wrote it), "
+                "so a replay cannot be verified; the episode restarts"
+            )
         if self._sandbox is not None:  # no sandbox yet means nothing to clear (it starts on first use)
             self._sandbox.reset()
-        for cell in snapshot["cells"]:
-            self.sandbox.run_python(cell, timeout_s=self.config.cell_timeout_s)
-        self.cells, self.turn = list(snapshot["cells"]), int(snapshot["turn"])
+        for index, (cell, expected) in enumerate(zip(cells, recorded)):
+            result = self.sandbox.run_python(cell, timeout_s=self.config.cell_timeout_s)
+            replayed = shorten(result, self.config.max_output_chars)
+            if result.restarted or replayed != expected:
+                raise ReplayDivergenceError(
+                    f"CodeExec replay of task {self.task.task_id!r} diverged at cell {index + 1} of {len(cells)}: "
+                    f"it showed {expected[:200]!r}, now {replayed[:200]!r} (a cell reading the time, randomness or "
+                    "outside state is not reproducible); the episode restarts"
+                )
+        self.cells, self.outputs, self.turn = cells, list(recorded), int(snapshot["turn"])
 
     def close(self) -> None:
         """Release the sandbox and the grader's judge process (idempotent)."""

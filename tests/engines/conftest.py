@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_harness import ServedEngine, build_embedded
 
-from agentrl.config.sections import EngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
+from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
 
 
@@ -49,5 +49,5 @@ def engine(request: pytest.FixtureRequest, tiny_model_dir: Path) -> Iterator[Any
         yield inner
     else:
         with ServedEngine(inner) as served:
-            yield SGLangEngine(EngineConfig(kind="sglang", urls=[served.url], max_retries=1, request_timeout_s=60))
+            yield SGLangEngine(SGLangEngineConfig(urls=[served.url], max_retries=1, request_timeout_s=60))
     asyncio.run(inner.close())

@@ -13,7 +13,7 @@ import aiohttp
 import torch
 from aiohttp import web
 
-from agentrl.config.sections import EngineConfig
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.engines.embedded.server import make_runner
 from agentrl.engines.sglang_http import SGLangEngine
@@ -79,7 +79,7 @@ async def wait_running(engine: Any, n: int, timeout_s: float = 30.0) -> None:
 
 def build_embedded(model_dir: Path, **overrides: Any) -> EmbeddedEngine:
     """A fresh embedded engine on the tiny model (small batch so queueing is easy to provoke)."""
-    cfg = EngineConfig(**{"max_batch_size": 4, "max_seq_len": 2048, "seed": 0, **overrides})
+    cfg = EmbeddedEngineConfig(**{"max_batch_size": 4, "max_seq_len": 2048, "seed": 0, **overrides})
     return EmbeddedEngine.from_pretrained(model_dir, config=cfg)
 
 

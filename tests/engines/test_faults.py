@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 from engine_harness import ServedEngine, run_async
 
-from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import SamplingParams
+from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.errors import EngineConfigError, EngineError
 
@@ -29,9 +29,7 @@ def _free_port() -> int:
 
 
 def _client(url: str, **overrides: Any) -> SGLangEngine:
-    return SGLangEngine(
-        EngineConfig(**{"kind": "sglang", "urls": [url], "max_retries": 2, "request_timeout_s": 30, **overrides})
-    )
+    return SGLangEngine(SGLangEngineConfig(**{"urls": [url], "max_retries": 2, "request_timeout_s": 30, **overrides}))
 
 
 def test_unreachable_server_names_the_url() -> None:
@@ -91,11 +89,21 @@ def test_truncated_sampling_refused_for_training(served: ServedEngine) -> None:
     assert len(result.output_ids) >= 1
 
 
-def test_original_logprob_setting_refused(served: ServedEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_only_setting_is_reported_not_read_from_the_client(
+    served: ServedEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SGLANG_RETURN_ORIGINAL_LOGPROB is the server's environment: the client's says nothing about it, and
+    the dry-run lines say it cannot be checked over HTTP instead of passing it silently."""
     monkeypatch.setenv("SGLANG_RETURN_ORIGINAL_LOGPROB", "true")
     client = _client(served.url)
-    with pytest.raises(EngineConfigError, match="SGLANG_RETURN_ORIGINAL_LOGPROB"):
-        run_async(client, lambda: client.generate([1, 2], SamplingParams(max_new_tokens=2)))
+
+    async def body() -> tuple[list[str], Any]:
+        return await client.probe(), await client.generate([1, 2], SamplingParams(max_new_tokens=2))
+
+    lines, result = run_async(client, body)
+    assert len(result.output_ids) >= 1
+    assert any("SGLANG_RETURN_ORIGINAL_LOGPROB" in line and "not visible over HTTP" in line for line in lines)
+    assert any(served.url in line and "tp_size 1" in line and "weight_version 0" in line for line in lines)
 
 
 def test_rid_prefix_abort_and_queued_reply_shape(served: ServedEngine) -> None:

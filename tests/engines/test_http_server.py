@@ -74,23 +74,24 @@ def test_info_health_flush_and_disk_update_routes(served: ServedEngine, tiny_mod
     assert info[1]["weight_version"] == "0" and info[1]["is_generation"] is True
     assert upd == (200, {"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
     assert info2[1]["weight_version"] == "9"
-    assert server[1]["logprob_semantics"] == "tempered_full_vocab" and server[1]["context_length"] == 2048
+    assert server[1]["context_length"] == 2048 and server[1]["tp_size"] == 1 and server[1]["weight_version"] == "0"
+    assert server[1]["version"].startswith("agentrl-serve-") and "logprob_semantics" not in server[1]
     assert flush[0] == 200
     assert bad[0] == 400 and bad[1]["success"] is False and "safetensors" in bad[1]["message"]
 
 
-@pytest.mark.parametrize("routing", ["round_robin", "least_loaded"])
+@pytest.mark.parametrize("routing", ["round_robin", "least_loaded", "sticky"])
 def test_requests_spread_over_several_servers(tiny_model_dir: Path, routing: str) -> None:
     from engine_harness import run_async
 
-    from agentrl.config.sections import EngineConfig
     from agentrl.engines.base import SamplingParams
+    from agentrl.engines.sglang_config import SGLangEngineConfig
     from agentrl.engines.sglang_http import SGLangEngine
 
     inners = [build_embedded(tiny_model_dir), build_embedded(tiny_model_dir)]
     try:
         with ServedEngine(inners[0]) as a, ServedEngine(inners[1]) as b:
-            client = SGLangEngine(EngineConfig(kind="sglang", urls=[a.url, b.url], routing=routing))
+            client = SGLangEngine(SGLangEngineConfig(urls=[a.url, b.url], routing=routing))
 
             async def body() -> list[Any]:
                 params = SamplingParams(max_new_tokens=20, ignore_eos=True)

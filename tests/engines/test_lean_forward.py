@@ -14,7 +14,9 @@ import torch
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.weights import copy_state_dict
 
-TOL = 1e-4
+# fp32 logits of the lean path vs HF's forward (and vs full-sequence references): measured 0.6-1.5e-7 on
+# these shapes; docs/engines.md states this bound.
+TOL = 1e-6
 _SHAPE = dict(
     vocab_size=300,
     hidden_size=32,

@@ -11,9 +11,10 @@ import pytest
 import torch
 from engine_harness import ServedEngine, build_embedded, reference_logprobs, run_async, wait_running
 
-from agentrl.config.sections import EngineConfig
 from agentrl.engines.base import GenerateResult, SamplingParams
+from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.weight_dirs import version_dir
 from agentrl.errors import EngineConfigError, EngineError
 
 PROMPT = [4, 8, 15, 16, 23, 42]
@@ -130,10 +131,10 @@ def test_sglang_client_writes_state_dict_to_weights_dir(
     inner = build_embedded(tiny_model_dir)
     try:
         with ServedEngine(inner) as served:
-            no_dir = SGLangEngine(EngineConfig(kind="sglang", urls=[served.url]))
+            no_dir = SGLangEngine(SGLangEngineConfig(urls=[served.url]))
             with pytest.raises(EngineConfigError, match="weights_dir"):
                 run_async(no_dir, lambda: no_dir.update_weights(model.state_dict(), version=1))
-            client = SGLangEngine(EngineConfig(kind="sglang", urls=[served.url], weights_dir=str(tmp_path)))
+            client = SGLangEngine(SGLangEngineConfig(urls=[served.url], weights_dir=str(tmp_path)))
 
             async def body() -> GenerateResult:
                 await client.update_weights(model.state_dict(), version=1)
@@ -143,7 +144,7 @@ def test_sglang_client_writes_state_dict_to_weights_dir(
     finally:
         asyncio.run(inner.close())
     assert inner.weight_version == 1 and result.token_versions() == [1] * 12
-    assert (tmp_path / "v00000001" / "model.safetensors").is_file()
+    assert (version_dir(tmp_path, 1) / "model.safetensors").is_file()
     _assert_matches(model, result)
 
 
@@ -154,7 +155,7 @@ def test_sglang_client_sends_tensors_when_colocated(
     inner = build_embedded(tiny_model_dir)
     try:
         with ServedEngine(inner) as served:
-            client = SGLangEngine(EngineConfig(kind="sglang", urls=[served.url], weight_sync="tensor"))
+            client = SGLangEngine(SGLangEngineConfig(urls=[served.url], weight_sync="tensor"))
 
             async def body() -> GenerateResult:
                 await client.update_weights(model.state_dict(), version=7)

@@ -1,12 +1,13 @@
-"""SGLang wire format: recorded SGLang 0.5.x /generate reply bodies (written from shared/SGLANG.md §1.2)
-parsed by the client, and sampling_params / server_info checks."""
+"""SGLang wire format: hand-written /generate reply bodies shaped after SGLang 0.5.x (shared/SGLANG.md §1.2;
+not captured from a running server, which cannot run on these CPUs) parsed by the client, and sampling_params /
+server_info checks."""
 
 from __future__ import annotations
 
 import pytest
 
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.sglang_http import check_server_semantics
+from agentrl.engines.sglang_settings import INVISIBLE_SETTINGS, check_request, read_settings
 from agentrl.engines.sglang_wire import parse_reply, sampling_from_json, sampling_to_json, version_from_wire
 from agentrl.errors import EngineConfigError, EngineError
 
@@ -168,10 +169,22 @@ def test_weight_version_strings() -> None:
         version_from_wire("v1-final")
 
 
-def test_server_semantics_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    check_server_semantics("http://a:1", {"version": "0.5.23"})  # SGLang defaults are fine
-    with pytest.raises(EngineConfigError, match="SGLANG_RETURN_ORIGINAL_LOGPROB"):
-        check_server_semantics("http://a:1", {"return_original_logprob": True})
-    monkeypatch.setenv("SGLANG_RETURN_ORIGINAL_LOGPROB", "1")
-    with pytest.raises(EngineConfigError, match="http://a:1"):
-        check_server_semantics("http://a:1", {})
+def test_server_settings_from_sglang_server_info() -> None:
+    """Keys as SGLang 0.5.23's /server_info names them (resolved ServerArgs fields + version)."""
+    info = {"version": "0.5.23", "tp_size": 2, "dp_size": 1, "weight_version": "default", "skip_tokenizer_init": False}
+    settings = read_settings("http://a:1", info)
+    assert (settings.tp_size, settings.skip_tokenizer_init) == (2, False)
+    assert "tp_size 2" in settings.describe() and "log_softmax(logits / T)" in settings.describe()
+    on_policy = read_settings("http://a:1", {**info, "rl_on_policy_target": "fsdp"})
+    assert "rl_on_policy_target fsdp" in on_policy.describe()
+    with pytest.raises(EngineConfigError, match="no server information"):
+        read_settings("http://a:1", {"router_manager": True})
+    with pytest.raises(EngineConfigError, match=">= 0.5.1"):
+        read_settings("http://a:1", {**info, "version": "0.4.10"})
+    with pytest.raises(EngineError, match="--weight-version"):
+        read_settings("http://a:1", {**info, "weight_version": "final"})
+    tokenless = read_settings("http://a:1", {**info, "skip_tokenizer_init": True})
+    check_request(tokenless, ())
+    with pytest.raises(EngineConfigError, match="--skip-tokenizer-init"):
+        check_request(tokenless, ("\n",))
+    assert "not visible over HTTP" in INVISIBLE_SETTINGS and "SGLANG_RETURN_ORIGINAL_LOGPROB" in INVISIBLE_SETTINGS

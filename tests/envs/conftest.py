@@ -21,9 +21,9 @@ BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
 def sandbox_settings(kind: str) -> dict[str, Any]:
     """Settings for CodeExec's ``sandbox`` kwarg; skips the test when Docker is requested but unusable."""
     if kind == "docker":
-        from envs.code_exec.sandboxing import docker_ready
+        from sandboxes import docker_available
 
-        if not docker_ready({"kind": "docker"}):
+        if not docker_available():
             pytest.skip("no Docker engine with the sandbox image (run scripts/test.sh to set them up)")
     return {"kind": kind}
 

@@ -8,7 +8,9 @@ import gymnasium as gym
 import pytest
 
 from agentrl.env import restore_env
+from agentrl.rollout.replay import as_recorded, restore_episode_env
 from agentrl.toolcall import format_tool_call
+from agentrl.trajectory import Episode, TurnRecord
 from envs.code_exec import CodeExecEnv, load_tasks
 
 TASK = "easy/loops/02"  # factorial(n)
@@ -139,23 +141,29 @@ def test_env_is_created_by_gymnasium_make() -> None:
 
 
 def test_auto_sandbox_prefers_docker_and_bad_settings_fail_early(sandbox_kind: str) -> None:
-    from agentrl.errors import ConfigError
-    from envs.code_exec.sandboxing import resolve_kind
+    from sandboxes import AutoSandboxConfig, DockerSandboxConfig, ProcessSandboxConfig, resolve_backend
 
     if sandbox_kind == "docker":
-        assert resolve_kind({"kind": "auto"}) == "docker"
-    with pytest.raises(ConfigError, match="memory_bytes"):
+        assert isinstance(resolve_backend(AutoSandboxConfig()), DockerSandboxConfig)
+    with pytest.raises(ValueError, match="memory_bytes"):
         CodeExecEnv(sandbox={"kind": sandbox_kind, "memory_bytes": 5})
-    with pytest.raises(ConfigError, match="not one of"):
+    with pytest.raises(ValueError, match="sandbox kind 'vm' is not one of"):
         CodeExecEnv(sandbox={"kind": "vm"})
+    with pytest.raises(ValueError, match=r"unknown sandbox field\(s\) \['memroy_bytes'\]"):
+        CodeExecEnv(sandbox={"kind": "auto", "memroy_bytes": 2**30})  # auto once dropped unknown names silently
+    auto = CodeExecEnv(sandbox={"memory_bytes": 2**30, "image": "mine:1", "cpu_time_s": 9}).config.sandbox
+    assert isinstance(auto, AutoSandboxConfig) and auto.docker.image == "mine:1" and auto.process.cpu_time_s == 9
+    assert auto.docker.memory_bytes == auto.process.memory_bytes == 2**30
+    assert isinstance(CodeExecEnv(sandbox={"kind": "process"}).config.sandbox, ProcessSandboxConfig)
 
 
 @pytest.mark.slow
 def test_every_bundled_reference_solution_passes_its_hidden_tests_unflagged() -> None:
     from envs.code_exec.grading import Grader
     from envs.code_exec.sandboxing import open_sandbox
+    from sandboxes import ProcessSandboxConfig
 
-    with open_sandbox({"kind": "process"}) as sandbox, Grader() as grader:
+    with open_sandbox(ProcessSandboxConfig()) as sandbox, Grader() as grader:
         results = {t.task_id: grader.grade(sandbox, t, "\n" + (t.solution or "")) for t in load_tasks("easy", "all")}
     assert [i for i, r in results.items() if not r.success] == []
     assert {i: r.flag_strings for i, r in results.items() if r.flags} == {}
@@ -174,3 +182,59 @@ def test_humaneval_answer_may_define_only_the_entry_point() -> None:
             assert terminated and reward == 1.0, info
     finally:
         env.close()
+
+
+def _recorded_episode(env: CodeExecEnv, cells: list[str]) -> Episode:
+    """Step ``cells`` in ``env`` and record them as the rollout runner does (turns, then the env snapshot)."""
+    opening, _ = env.reset(seed=5, options={"task_id": TASK})
+    turns = []
+    for index, cell in enumerate(cells):
+        messages, reward, _, _, _ = env.step(block(cell))
+        turns.append(
+            TurnRecord(index=index, action=block(cell), reward=float(reward), env_messages=as_recorded(messages))
+        )
+    turns.append(TurnRecord(index=len(cells), num_tokens=3, finish_reason="abort"))  # cut mid-reply at a boundary
+    return Episode(
+        episode_id="e1",
+        task_id=TASK,
+        group_id="g1",
+        seed=5,
+        reset_options={"task_id": TASK},
+        messages=as_recorded(opening),
+        turns=turns,
+        status="partial",
+        env_snapshot=as_recorded(env.snapshot()),
+    )
+
+
+@pytest.mark.parametrize(
+    ("cells", "method"),
+    [
+        (["import random\nrandom.seed(1)\nx = random.random()\nprint(x)", "print(x * 2)"], "snapshot"),
+        (["import os\nprint(os.urandom(8).hex())", "print('later')"], "restart"),
+        (["import time\nstart = time.time()", "print(time.time())"], "restart"),
+    ],
+    ids=["seeded", "urandom", "time"],
+)
+def test_restore_compares_replayed_cell_outputs_with_the_recorded_ones(
+    env: CodeExecEnv, sandbox_kind: str, cells: list[str], method: str
+) -> None:
+    episode = _recorded_episode(env, cells)
+    twin = CodeExecEnv(tasks="easy", split="all", max_turns=4, sandbox={"kind": sandbox_kind})
+    try:
+        outcome = restore_episode_env(twin, episode)  # the path a resumed job takes for each partial episode
+        assert outcome.method == method, outcome.reason
+        if method == "restart":
+            assert "diverged at cell" in outcome.reason and "episode restarts" in outcome.reason
+        else:
+            assert twin.cells == env.cells and twin.outputs == env.outputs and twin.turn == len(cells)
+    finally:
+        twin.close()
+
+
+def test_a_snapshot_without_outputs_restarts_the_episode(env: CodeExecEnv) -> None:
+    episode = _recorded_episode(env, ["print(1)"])
+    assert episode.env_snapshot is not None
+    del episode.env_snapshot["outputs"]  # as an older agentrl stored it
+    outcome = restore_episode_env(env, episode)
+    assert outcome.method == "restart" and "cannot be verified" in outcome.reason

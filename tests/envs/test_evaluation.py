@@ -13,7 +13,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from agentrl.cli.main import main
-from agentrl.config.sections import EngineConfig, RolloutConfig
+from agentrl.config.sections import RolloutConfig
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.env import MultiTurnEnv, user
 from agentrl.errors import ConfigError
@@ -75,7 +76,7 @@ class Oracle(MultiTurnEnv):
 
 
 def test_evaluate_runs_real_engine_episodes(tiny_model_dir: Path) -> None:
-    engine = EmbeddedEngine.from_pretrained(tiny_model_dir, config=EngineConfig(max_seq_len=512))
+    engine = EmbeddedEngine.from_pretrained(tiny_model_dir, config=EmbeddedEngineConfig(max_seq_len=512))
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     made: list[Oracle] = []
 

@@ -28,13 +28,13 @@ from envs.code_exec.grading.wire import (
     loads,
     rebuild_exception,
 )
-from envs.code_exec.sandboxing import open_sandbox
 from envs.code_exec.tasks import CodingTask
+from sandboxes import make_sandbox
 
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Any]:
-    box = open_sandbox({"kind": "process"})
+    box = make_sandbox({"backend": "process"})
     yield box
     box.close()
 

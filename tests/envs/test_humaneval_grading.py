@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from envs.code_exec.grading import Grader
-from envs.code_exec.sandboxing import docker_ready, open_sandbox
 from envs.code_exec.tasks import CodingTask, load_tasks
+from sandboxes import docker_available, make_sandbox
 
 # Wrong variants of a solution: the body returns None, or the canonical result shifted by one.
 OFF_BY_ONE = """
@@ -39,9 +39,9 @@ def humaneval() -> list[CodingTask]:
 
 @pytest.fixture(scope="module", params=["process", pytest.param("docker", marks=pytest.mark.docker)])
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Any]:
-    if request.param == "docker" and not docker_ready({"kind": "docker"}):
+    if request.param == "docker" and not docker_available():
         pytest.skip("no Docker engine with the sandbox image (run scripts/test.sh to set them up)")
-    box = open_sandbox({"kind": request.param})
+    box = make_sandbox({"backend": request.param})
     yield box
     box.close()
 

@@ -14,8 +14,8 @@ import pytest
 from reward_hacks import EXPLOITS, Exploit
 
 from envs.code_exec.grading import Grader, GraderConfig, build_program
-from envs.code_exec.sandboxing import docker_ready, open_sandbox
 from envs.code_exec.tasks import CodingTask, load_tasks
+from sandboxes import docker_available, make_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "sandbox-security.md"
@@ -29,9 +29,9 @@ def tasks() -> dict[str, CodingTask]:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Any]:
-    if request.param == "docker" and not docker_ready({"kind": "docker"}):
+    if request.param == "docker" and not docker_available():
         pytest.skip("no Docker engine with the sandbox image (run scripts/test.sh to set them up)")
-    box = open_sandbox({"kind": request.param})
+    box = make_sandbox({"backend": request.param})
     yield box
     box.close()
 
@@ -75,7 +75,7 @@ def _legacy_grade() -> Any:
 @pytest.mark.parametrize("exploit", [e for e in EXPLOITS if e.beat_old_grader], ids=lambda e: e.name)
 def test_the_exploit_is_real_it_beat_the_old_in_process_grader(exploit: Exploit, tasks: dict[str, CodingTask]) -> None:
     legacy_grade = _legacy_grade()
-    with open_sandbox({"kind": "process"}) as sandbox:
+    with make_sandbox({"backend": "process"}) as sandbox:
         for task_id in exploit.targets:
             task = tasks[task_id]
             program = build_program(task, "\n" + exploit.solution(task.entry_point))
@@ -99,13 +99,13 @@ def test_codeexec_reports_flags_and_can_zero_a_flagged_reward() -> None:
             env.close()
         assert terminated and reward == expected and info["success"] is (not zero)
         assert any(flag.startswith("introspection: ") for flag in info["hack_flags"])
-        assert info.get("final_reward") == (0.0 if zero else None)
+        assert info.get("outcome") == (0.0 if zero else None)
 
 
 def test_the_judge_is_out_of_the_solutions_reach(grader: Grader, tasks: dict[str, CodingTask]) -> None:
     import os
 
-    with open_sandbox({"kind": "process"}) as sandbox:
+    with make_sandbox({"backend": "process"}) as sandbox:
         grader.grade(sandbox, tasks["easy/arithmetic/01"], "def add_three(x):\n    return x + 3\n")
     pid = grader._judge._proc.pid  # type: ignore[union-attr]
     # Non-dumpable: its /proc files belong to root, so no other uid can read its memory or descriptors.

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentrl.config.sections import EngineConfig
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
 
 # Test modules import the test envs as ``rollout_test_envs`` (also how the subprocess jobs name them,
 # via PYTHONPATH); pytest's importlib mode does not put this folder on sys.path by itself.
@@ -31,6 +31,6 @@ def make_engine(tiny_model_dir: Path) -> Callable[[], Any]:
     from agentrl.engines.embedded.engine import EmbeddedEngine
 
     def build() -> Any:
-        return EmbeddedEngine.from_pretrained(tiny_model_dir, config=EngineConfig(max_seq_len=1024, seed=0))
+        return EmbeddedEngine.from_pretrained(tiny_model_dir, config=EmbeddedEngineConfig(max_seq_len=1024, seed=0))
 
     return build

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,3 +90,25 @@ def test_an_unreadable_archive_file_is_named(tmp_path: Path) -> None:
     archive.file_for(4).write_bytes(gzip.compress(b'{"group_id": "g1"')[:-8])  # a truncated file
     with pytest.raises(RolloutBufferError, match="step_000004.jsonl.gz"):
         archive.load_groups()
+
+
+def test_archive_file_and_its_name_are_on_disk_before_the_buffer_forgets(tmp_path: Path, disk_journal: Any) -> None:
+    run_dir = tmp_path.resolve()
+    buffer = RolloutBuffer(run_dir / "rollout_buffer.sqlite")
+    buffer.write_boundary(1, [_group("g1", "trained", 1, [5])], {})
+    deleted: list[int] = []  # the journal's length when the buffer deleted the archived groups
+    real_delete = buffer.delete_groups
+
+    def delete_groups(group_ids: list[str]) -> None:
+        deleted.append(len(disk_journal.events))
+        real_delete(group_ids)
+
+    buffer.delete_groups = delete_groups  # type: ignore[method-assign]
+    archive = TrajectoryArchive(run_dir)
+    archive.archive(buffer, step=1)
+    buffer.close()
+    final = archive.file_for(1)
+    tmp = final.with_name(f".{final.name}.tmp")
+    published = disk_journal.index("replace", f"{tmp} -> {final}")
+    assert disk_journal.index("fsync", run_dir) < published  # the new trajectories/ entry
+    assert disk_journal.fsynced(tmp) < published < disk_journal.fsynced(archive.root) < deleted[0]

@@ -7,12 +7,14 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from agentrl.config.sections import AlgorithmConfig, RolloutConfig
+from agentrl.config.sections import AlgorithmConfig, RolloutConfig, TrainerConfig
+from agentrl.engines.sglang_config import SGLangEngineConfig
+from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
 from agentrl.rollout.fingerprint import rollout_fingerprints
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "partial-rollouts.md"
-SECTIONS = {"rollout": RolloutConfig, "algorithm": AlgorithmConfig}
+SECTIONS = {"rollout": RolloutConfig, "algorithm": AlgorithmConfig, "trainer": TrainerConfig}
 
 
 def test_config_table_names_real_keys_with_their_defaults() -> None:
@@ -32,4 +34,5 @@ def test_buffer_tables_and_fingerprint_keys_match_the_doc(tmp_path: Path, tiny_t
     with closing(sqlite3.connect(tmp_path / BUFFER_FILE)) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert all(f"| `{table}` |" in text for table in tables)
-    assert all(f"| `{key}` |" in text for key in rollout_fingerprints(tiny_tokenizer, engine=None))
+    client = SGLangEngine(SGLangEngineConfig(urls=["http://127.0.0.1:1"]))  # no request is sent
+    assert all(f"| `{key}` |" in text for key in rollout_fingerprints(tiny_tokenizer, client))

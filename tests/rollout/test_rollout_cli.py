@@ -94,3 +94,33 @@ def test_resume_from_a_corrupted_buffer_is_a_clear_error(
         main(["rollout", str(config), "--out", str(tmp_path / "o.jsonl"), "--resume", str(tmp_path / "nowhere")]) != 0
     )
     assert "no rollout_buffer.sqlite" in capsys.readouterr().err
+
+
+def test_rollout_moves_finished_groups_out_of_its_buffer(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl.rollout.archive import TrajectoryArchive
+
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "model": {"path": str(tiny_model_dir)},
+                "engine": {"kind": "embedded", "max_seq_len": 512},
+                "env": {"id": "rollout_test_envs:Scratchpad", "kwargs": {"num_tasks": 8}, "import_modules": []},
+                "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 4, "max_episode_tokens": 256},
+                "trainer": {"mini_batches": 1},
+                "logging": {"run_root": str(tmp_path / "runs"), "run_name": "r", "wandb_mode": "disabled"},
+            }
+        )
+    )
+    out, run_dir = tmp_path / "episodes.jsonl", tmp_path / "runs" / "r"
+    assert main(["rollout", str(config), "--out", str(out), "--steps", "3"]) == 0
+    buffer = RolloutBuffer(run_dir / "rollout_buffer.sqlite")
+    counts = buffer.counts()  # three steps of 2 groups were written, yet only what a resume needs stays
+    buffer.close()
+    assert set(counts) <= {"inflight", "ready"}, counts
+    written = {json.loads(line)["group_id"] for line in out.read_text().splitlines()}
+    archived = [g.group_id for g in TrajectoryArchive(run_dir).load_groups()]
+    assert len(written) == 6 and sorted(archived) == sorted(written)
+    assert sorted(p.name for p in (run_dir / "trajectories").iterdir()) == [
+        f"step_00000{i}.jsonl.gz" for i in (1, 2, 3)
+    ]

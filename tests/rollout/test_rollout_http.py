@@ -23,7 +23,8 @@ import pytest
 import torch
 from rollout_test_envs import Scratchpad
 
-from agentrl.config.sections import EngineConfig, RolloutConfig
+from agentrl.config.sections import RolloutConfig
+from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.errors import RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
@@ -103,7 +104,7 @@ def test_partial_rollouts_over_http_resume_after_a_weight_update(
     }
 
     async def scenario() -> None:
-        engine = SGLangEngine(EngineConfig(kind="sglang", urls=[server[1]], weights_dir=str(tmp_path / "weights")))
+        engine = SGLangEngine(SGLangEngineConfig(urls=[server[1]], weights_dir=str(tmp_path / "weights")))
         buffer = RolloutBuffer(tmp_path / "b.sqlite")
         orch = _orchestrator(engine, tiny_tokenizer, buffer)
         await orch.collect_step(1)
@@ -131,7 +132,7 @@ def test_partial_rollouts_over_http_resume_after_a_weight_update(
 @pytest.mark.slow
 def test_server_killed_mid_step_is_a_clear_error(server: tuple[Any, str], tiny_tokenizer: Any, tmp_path: Path) -> None:
     async def scenario() -> None:
-        engine = SGLangEngine(EngineConfig(kind="sglang", urls=[server[1]], max_retries=0, request_timeout_s=30))
+        engine = SGLangEngine(SGLangEngineConfig(urls=[server[1]], max_retries=0, request_timeout_s=30))
         buffer = RolloutBuffer(tmp_path / "b.sqlite")
         # No over-sampling: step 1 carries no ready group, so step 2 must generate (its own 2 tasks).
         orch = _orchestrator(engine, tiny_tokenizer, buffer, over_sample=1.0)

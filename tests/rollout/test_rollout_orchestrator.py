@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from rollout_test_envs import AsyncScratchpad, FlakyScratchpad, Scratchpad, SnapshotScratchpad
+from rollout_test_envs import AsyncScratchpad, FlakyScratchpad, GradedScratchpad, Scratchpad, SnapshotScratchpad
 
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import GenerateResult, SamplingParams
@@ -192,12 +192,15 @@ def test_staleness_policies(policy: str, make_engine: Callable[[], Any], tiny_to
         finals = [e for g in batch.groups for e in g]
         if policy == "drop":
             assert batch.metrics["rollout/episodes_restarted"] == 4
+            # every token the stale partials had sampled was thrown away, and is counted
+            assert batch.metrics["rollout/stale_discarded_tokens"] == sum(e.segment.num_sampled for e in stored) > 0
             assert not {e.episode_id for e in finals} & {e.episode_id for e in stored}
             assert all(e.min_version == 3 for e in finals) and {e.group_id for e in finals} == {
                 e.group_id for e in stored
             }
         else:
             assert batch.metrics["rollout/episodes_restarted"] == 0 and batch.metrics["rollout/staleness_3"] == 4
+            assert batch.metrics["rollout/stale_discarded_tokens"] == 0
             assert all(e.min_version == 0 for e in finals)
         await orch.close()
         await engine.close()
@@ -270,7 +273,8 @@ def test_env_that_raises_in_step(
             assert len(batch.groups) == 2 and first not in {g[0].task_id for g in batch.groups}
             [dropped] = batch.dropped
             assert dropped[0].task_id == first and any(
-                f"env: RuntimeError: sandbox crashed on {first}" in (e.error or "") for e in dropped
+                f"env: FlakyScratchpad.step raised RuntimeError: sandbox crashed on {first}" in (e.error or "")
+                for e in dropped
             )
             assert batch.metrics["rollout/groups_dropped"] == 1 and buffer.counts()["dropped"] == 1
         finally:
@@ -307,5 +311,29 @@ def test_async_env_methods_are_used_when_present(make_engine: Callable[[], Any],
         assert [e.status for g in batch.groups for e in g] == ["complete"] * 4 and not batch.dropped
         await orch.close()
         await engine.close()
+
+    asyncio.run(scenario())
+
+
+def test_env_outcome_is_kept_apart_from_the_turn_rewards(make_engine: Callable[[], Any], tiny_tokenizer: Any) -> None:
+    """R_i is info["outcome"] when the env sets one (marked separate), else the sum of the turn rewards."""
+
+    async def scenario() -> None:
+        engine = make_engine()
+        cfg = _cfg(partial_rollout=False)
+        batches = []
+        try:
+            for env in (lambda: GradedScratchpad(num_tasks=2), lambda: Scratchpad(num_tasks=2)):
+                orch = _orchestrator(engine, tiny_tokenizer, cfg, env)
+                batches.append(await orch.collect_step(1))
+                await orch.close()
+        finally:
+            await engine.close()
+        graded, plain = batches
+        for ep in (e for g in graded.groups for e in g):
+            assert ep.turn_rewards == [0.25, 0.25, 0.25]
+            assert ep.outcome == ep.final_reward == float(ep.task_id == "task-0")
+        for ep in (e for g in plain.groups for e in g):
+            assert ep.outcome is None and ep.final_reward == sum(ep.turn_rewards)
 
     asyncio.run(scenario())

@@ -1,6 +1,7 @@
 """Worker of the FSDP2 test: one policy update on hand-built episodes; rank 0 writes loss and parameters.
 
-Run directly (one process) or under ``torchrun --nproc-per-node 2`` (gloo on CPU).
+Run directly (one process) or under ``torchrun --nproc-per-node 2``; with ``AGENTRL_DIST_DEVICE=cuda`` the
+process group is built by the GPU backend selection (``cpu:gloo,cuda:<gloo for nccl>`` on a CPU build).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def main(model_dir: str, out_path: str) -> None:
     policy = PolicyLogprobs(lm, chunk_tokens=16)
     if dist.enabled:
         shard_policy(policy, decoder_layers_of(lm))
-    algo = AlgorithmConfig(eps_low=0.2, eps_high=0.28)
+    algo = AlgorithmConfig(loss={"name": "gspo_token", "eps_low": 0.2, "eps_high": 0.28})
     updater = PolicyUpdater(
         policy,
         algo,
@@ -52,7 +53,13 @@ def main(model_dir: str, out_path: str) -> None:
     state = full_state_dict(lm)
     if dist.is_main:
         params = {k: v.double().sum().item() for k, v in state.items()}
-        Path(out_path).write_text(json.dumps({"metrics": metrics, "params": params, "world": dist.world_size}))
+        backend = None
+        if dist.enabled:
+            import torch.distributed as tdist
+
+            backend = str(tdist.get_backend())
+        report = {"metrics": metrics, "params": params, "world": dist.world_size, "backend": backend}
+        Path(out_path).write_text(json.dumps(report))
         torch.save(state, out_path + ".pt")
     if dist.enabled:
         import torch.distributed as tdist

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -65,3 +66,24 @@ def test_incomplete_checkpoint_is_reported(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="incomplete"):
         latest_checkpoint(tmp_path)
     assert latest_checkpoint(tmp_path / "fresh") is None
+
+
+def test_checkpoint_is_fsynced_before_the_renames_that_publish_it(
+    tiny_lm: torch.nn.Module, tmp_path: Path, disk_journal: Any
+) -> None:
+    with sqlite3.connect(tmp_path / BUFFER_FILE) as db:
+        db.execute("CREATE TABLE t (x INTEGER)")
+    state = {k: v.detach() for k, v in tiny_lm.state_dict().items()}
+    final = save_checkpoint(
+        tmp_path, 4, lm=tiny_lm, state=state, tokenizer=None, training_state={}, meta={}, keep=2
+    ).resolve()
+    root, tmp = final.parent, final.parent / ".tmp-step_000004"
+    published = disk_journal.index("replace", f"{tmp} -> {final}")
+    written = [p for p in final.rglob("*")]
+    assert {p.name for p in written} >= {"model.safetensors", "config.json", BUFFER_FILE, "training_rank0.pt"}
+    for path in [*written, final]:  # every file and directory, under its temporary name, before the rename
+        assert disk_journal.fsynced(tmp / path.relative_to(final) if path != final else tmp) < published, path
+    assert disk_journal.index("fsync", tmp_path.resolve()) < published  # the new checkpoints/ entry
+    assert disk_journal.fsynced(root) > published  # the rename itself
+    pointer = disk_journal.index("replace", f"{root / '.latest.tmp'} -> {root / 'latest'}")
+    assert published < disk_journal.fsynced(root / ".latest.tmp") < pointer < disk_journal.fsynced(root)

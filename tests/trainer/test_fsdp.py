@@ -1,4 +1,9 @@
-"""FSDP2 under torchrun with the gloo backend and 2 CPU processes: same loss and parameters as one process."""
+"""FSDP2 under torchrun with 2 CPU processes: same loss and parameters as one process.
+
+The process group is selected by the same code as on GPUs (``AGENTRL_DIST_DEVICE=cuda`` forces the CUDA
+device map; a CPU build of torch maps the accelerator to gloo), so a collective on a CPU tensor that a
+GPU run's group could not serve fails here too.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from agentrl.trainer.distributed import DEVICE_ENV, process_group_backend
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -44,11 +51,12 @@ def test_fsdp2_two_processes_match_single_process(tiny_model_dir: Path, tmp_path
         str(tiny_model_dir),
         str(dual),
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", DEVICE_ENV: "cuda"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = json.loads(single.read_text()), json.loads(dual.read_text())
     assert b["world"] == 2
+    assert b["backend"] == process_group_backend("cuda", native_available=False) == "cpu:gloo,cuda:gloo"
     for key in ("train/loss", "train/grad_norm", "train/abs_log_s_mean", "train/entropy", "train/trained_tokens"):
         assert b["metrics"][key] == pytest.approx(a["metrics"][key], rel=1e-4, abs=1e-7), key
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict()
@@ -57,3 +65,11 @@ def test_fsdp2_two_processes_match_single_process(tiny_model_dir: Path, tmp_path
     diff = max((sa[k] - sb[k]).abs().max().item() for k in sa)
     assert moved > 5e-4  # the step really changed the weights ...
     assert diff < 5e-5  # ... and both runs changed them the same way
+
+
+def test_gpu_process_group_serves_cpu_collectives() -> None:
+    """NCCL has no CPU collectives: the CUDA group must name a CPU backend too."""
+    assert process_group_backend("cuda") == "cpu:gloo,cuda:nccl"
+    assert process_group_backend("cpu") == "cpu:gloo"
+    with pytest.raises(ValueError, match="xpu"):
+        process_group_backend("xpu")

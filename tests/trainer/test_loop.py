@@ -133,7 +133,7 @@ def test_bad_inputs_fail_before_heavy_work(tiny_model_dir: Path, tmp_path: Path)
     with pytest.raises(ConfigError, match="gspo_token"):
         load_config(cfg_path, ["algorithm.loss=gspo_tokn"])
     with pytest.raises(ConfigError, match="eps_low"):
-        load_config(cfg_path, ["algorithm.eps_low=1.0"])
+        load_config(cfg_path, ["algorithm.loss.eps_low=1.0"])
     from agentrl.trainer.validate import validate_run_config
 
     with pytest.raises(ConfigError, match="do not split into 3 mini-batches"):
@@ -175,7 +175,10 @@ def test_progress_line_shows_the_live_metrics() -> None:
             "train/abs_log_s_mean": 2e-4,
             "rollout/groups_carried": 6,
             "rollout/staleness_max": 1,
+            "rollout/drop_rate": 0.25,
             "perf/tokens_per_s": 412,
         },
     )
-    assert line == "step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) 412 tok/s"
+    assert line == (
+        "step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 25% 412 tok/s"
+    )

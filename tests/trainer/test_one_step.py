@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentrl.config.sections import AlgorithmConfig, EngineConfig, TrainerConfig
+from agentrl.config.sections import AlgorithmConfig, TrainerConfig
 from agentrl.engines.base import SamplingParams
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
+from agentrl.engines.transport import DiskTransport, StateDictTransport
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.sync import sync_weights
@@ -63,7 +65,7 @@ def test_one_step_updates_policy_and_syncs_engine(tiny_model_dir: Path) -> None:
     from agentrl.engines.embedded.engine import EmbeddedEngine
 
     async def scenario() -> None:
-        engine = EmbeddedEngine.from_pretrained(tiny_model_dir, config=EngineConfig(seed=1))
+        engine = EmbeddedEngine.from_pretrained(tiny_model_dir, config=EmbeddedEngineConfig(seed=1))
         lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
         before = copy.deepcopy(lm.state_dict())
         prompts = [[5, 17, 99, 300], [8, 40, 41]]
@@ -81,7 +83,7 @@ def test_one_step_updates_policy_and_syncs_engine(tiny_model_dir: Path) -> None:
             assert metrics["train/mb0_abs_log_s_max"] < 1e-4  # engine logprobs == trainer logprobs before any update
             assert any(not torch.equal(v, before[k]) for k, v in lm.state_dict().items())
             assert engine.weight_version == 0
-            await sync_weights(engine, lm, 1, transport="state_dict", weights_root=tiny_model_dir / "unused")
+            await sync_weights(engine, lm, 1, transport=StateDictTransport())
             assert engine.weight_version == 1
             res = await engine.generate(prompts[0], SamplingParams(max_new_tokens=8, temperature=1.0))
             assert {s.version for s in res.version_spans} == {1}
@@ -104,7 +106,7 @@ def test_disk_transport_writes_loadable_weights(tiny_model_dir: Path, tmp_path: 
         with torch.no_grad():
             lm.lm_head.weight.mul_(1.5)
         try:
-            await sync_weights(engine, lm, 3, transport="disk", weights_root=tmp_path)
+            await sync_weights(engine, lm, 3, transport=DiskTransport(tmp_path))
             assert engine.weight_version == 3
             assert (tmp_path / "v000003" / "model.safetensors").exists()
             res = await engine.generate([5, 6, 7], SamplingParams(max_new_tokens=6))
@@ -143,7 +145,6 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
 
     from agentrl.config.loader import build_config
     from agentrl.engines.sglang_http import SGLangEngine
-    from agentrl.trainer.loop import _transport
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))
     from engine_harness import ServedEngine, build_embedded
@@ -161,8 +162,9 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
         },
         check_env=False,
     )
-    transport = _transport(cfg)
-    assert transport == {"tensor": "state_dict", "disk": "disk"}[weight_sync]
+    transport = cfg.engine.weight_transport(tmp_path / "run")
+    expected = {"tensor": StateDictTransport(), "disk": DiskTransport(tmp_path)}[weight_sync]
+    assert transport == expected  # weights_dir, not the run directory, when it is set
     inner = build_embedded(tiny_model_dir)
     lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     with torch.no_grad():
@@ -171,7 +173,7 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
     async def scenario(url: str) -> None:
         client = SGLangEngine(cfg.engine.model_copy(update={"urls": [url], "max_retries": 0}))
         try:
-            await sync_weights(client, lm, 2, transport=transport, weights_root=tmp_path)
+            await sync_weights(client, lm, 2, transport=transport)
             res = await client.generate([5, 6, 7], SamplingParams(max_new_tokens=6))
             assert {s.version for s in res.version_spans} == {2}
             assert torch.allclose(

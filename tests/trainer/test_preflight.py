@@ -68,7 +68,13 @@ def test_missing_model_dir_is_named_with_the_fix(tmp_path: Path) -> None:
 
 def test_sglang_server_down_is_an_error_naming_the_url(tiny_model_dir: Path) -> None:
     url = f"http://127.0.0.1:{_free_port()}"
-    cfg = _cfg(tiny_model_dir, "engine.kind=sglang", f"engine.urls=[{url}]", "engine.max_retries=0")
+    cfg = _cfg(
+        tiny_model_dir,
+        "engine.kind=sglang",
+        f"engine.urls=[{url}]",
+        "engine.max_retries=0",
+        "engine.max_batch_size=null",
+    )
     with pytest.raises(EngineError, match=url.replace(".", r"\.")):
         preflight(cfg)
 
@@ -91,11 +97,14 @@ def test_live_server_passes_health_and_logprob_checks(tiny_model_dir: Path) -> N
                     break
             except OSError:
                 time.sleep(0.2)
-        lines = preflight(_cfg(tiny_model_dir, "engine.kind=sglang", f"engine.urls=[{url}]"))
+        lines = preflight(
+            _cfg(tiny_model_dir, "engine.kind=sglang", f"engine.urls=[{url}]", "engine.max_batch_size=null")
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)
-    assert any(url in line and "healthy" in line for line in lines), lines
+    assert any(url in line and "log_softmax(logits / T)" in line and "weight_version 0" in line for line in lines)
+    assert any("SGLANG_RETURN_ORIGINAL_LOGPROB" in line and "not checked" in line for line in lines), lines
 
 
 def test_env_preflight_failure_stops_the_dry_run(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

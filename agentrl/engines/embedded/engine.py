@@ -13,10 +13,18 @@ from pathlib import Path
 
 import torch
 
-from agentrl.config.sections import EngineConfig
-from agentrl.engines.base import GenerateResult, LogprobSemantics, SamplingParams, VersionSpan, new_request_id
+from agentrl.engines.base import (
+    GenerateResult,
+    LogprobSemantics,
+    ModelIdentity,
+    SamplingParams,
+    VersionSpan,
+    new_request_id,
+)
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
+from agentrl.engines.embedded.requests import Request
 from agentrl.engines.embedded.runner import ModelRunner
-from agentrl.engines.embedded.scheduler import Request, Scheduler
+from agentrl.engines.embedded.scheduler import Scheduler
 from agentrl.engines.embedded.weights import load_safetensors_dir
 from agentrl.errors import EngineError, ModelLoadError
 
@@ -35,11 +43,11 @@ class EmbeddedEngine:
         self,
         model: torch.nn.Module,
         tokenizer: object,
-        config: EngineConfig | None = None,
+        config: EmbeddedEngineConfig | None = None,
         *,
         model_path: str | None = None,
     ) -> None:
-        self.config = config or EngineConfig()
+        self.config = config or EmbeddedEngineConfig()
         self.tokenizer = tokenizer
         self.model_path = model_path
         model_cfg = model.config
@@ -65,7 +73,7 @@ class EmbeddedEngine:
         cls,
         path: str | Path,
         *,
-        config: EngineConfig | None = None,
+        config: EmbeddedEngineConfig | None = None,
         device: str = "cpu",
         dtype: torch.dtype = torch.float32,
     ) -> EmbeddedEngine:
@@ -168,6 +176,10 @@ class EmbeddedEngine:
         except (EngineError, asyncio.TimeoutError):
             return False
         return result.finish_reason == "length"
+
+    def model_identity(self) -> ModelIdentity:
+        """The loaded model's Hugging Face config and the directory it came from."""
+        return ModelIdentity(hf_config=self.runner.model.config.to_dict(), path=self.model_path)
 
     def flush_cache(self) -> None:
         """Drop the prefix cache (SGLang's /flush_cache); later prompts prefill in full."""

@@ -152,19 +152,11 @@ class SlotKVCache:
         if decode_rows:
             lo = self.end - longest
             decode = {"decode_lo": lo, "decode_mask": self.decode_mask(lo, dtype, device)}
-        first_row, new_max = self.num_rows, max(n for _, n in new_rows)
+        new_max = max(n for _, n in new_rows)
         positions, logit_index = list(self.lengths) if decode_rows else [], list(range(decode_rows))
-        rows_index: list[int] = []
-        cols_index: list[int] = []
-        pad_index: list[int] = []
-        for i, ((kv, n), total) in enumerate(zip(new_rows, totals)):
-            if kv is not None:
-                self._copy_prefix(first_row + i, last_col + 1 - total, kv)
-            positions.extend(range(total - n, total))
-            rows_index.extend([first_row + i] * n)
-            cols_index.extend(range(last_col + 1 - n, last_col + 1))
-            pad_index.extend(range(i * new_max, i * new_max + n))
-            logit_index.append(len(positions) - 1)
+        rows_index, cols_index, pad_index = self._place_new_rows(
+            new_rows, totals, last_col, new_max, positions, logit_index
+        )
         new_lo = last_col + 1 - max(totals)
         new_mask = self._new_rows_mask(totals, [n for _, n in new_rows], new_max, last_col + 1 - new_lo, dtype, device)
         self.lengths.extend(t - advance for t in totals)  # end_step adds the advance to every row
@@ -187,6 +179,31 @@ class SlotKVCache:
             new_rows_index=as_tensor(rows_index),
             new_cols_index=as_tensor(cols_index),
         )
+
+    def _place_new_rows(
+        self,
+        new_rows: list[tuple[PrefixKV | None, int]],
+        totals: list[int],
+        last_col: int,
+        new_max: int,
+        positions: list[int],
+        logit_index: list[int],
+    ) -> tuple[list[int], list[int], list[int]]:
+        """Copy each new row's kept prefix in, extend ``positions`` / ``logit_index`` with its tokens, and
+        return the cache row, cache column and padded-view slot of every new token."""
+        first_row = self.num_rows
+        rows_index: list[int] = []
+        cols_index: list[int] = []
+        pad_index: list[int] = []
+        for i, ((kv, n), total) in enumerate(zip(new_rows, totals)):
+            if kv is not None:
+                self._copy_prefix(first_row + i, last_col + 1 - total, kv)
+            positions.extend(range(total - n, total))
+            rows_index.extend([first_row + i] * n)
+            cols_index.extend(range(last_col + 1 - n, last_col + 1))
+            pad_index.extend(range(i * new_max, i * new_max + n))
+            logit_index.append(len(positions) - 1)
+        return rows_index, cols_index, pad_index
 
     def write_step(
         self, layer: int, layout: StepLayout, keys: torch.Tensor, values: torch.Tensor

@@ -3,61 +3,33 @@
 Each iteration: reap aborted requests, apply a pending weight update once no request runs on the old
 weights, then one forward pass that decodes every running request and admits waiting ones (their
 prompts, or only the part after a head already held, prefilled in the same pass). Callers on any
-asyncio loop get their result through ``call_soon_threadsafe``.
+asyncio loop get their result through ``call_soon_threadsafe``. Invariant: no ``generate`` waits
+forever: a failed iteration fails the requests it held with an EngineError and the loop serves on;
+if the loop itself dies, every pending request fails and new ones are refused.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
-from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
+from agentrl.engines.base import FinishReason, GenerateResult
 from agentrl.engines.embedded.kv_cache import PrefixKV
 from agentrl.engines.embedded.prefix_cache import PrefixCache, PrefixEntry
-from agentrl.engines.embedded.prefix_index import BLOCK, PrefixIndex, block_hashes
+from agentrl.engines.embedded.prefix_index import BLOCK, PrefixIndex
+from agentrl.engines.embedded.requests import Request, deliver, spans_from_versions
 from agentrl.engines.embedded.runner import ModelRunner
-from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
+from agentrl.engines.embedded.sampling import SamplingPlan, sample_tokens
 from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineError
 
 QUEUED_ABORT_MESSAGE = "Abort in waiting queue"  # SGLang 0.5.x's reply text for a queued abort
 RUNNING_ABORT_MESSAGE = "Abort request"
-
-
-@dataclass(eq=False)  # identity semantics: requests are looked up in queues
-class Request:
-    """One generation in the engine: its inputs, where to deliver it, and what it has produced."""
-
-    rid: str
-    input_ids: list[int]
-    sampling: SamplingParams
-    max_new: int
-    stop_ids: frozenset[int]
-    future: asyncio.Future[GenerateResult]
-    loop: asyncio.AbstractEventLoop
-    generator: torch.Generator | None = None
-    output_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    cached_tokens: int = 0  # prompt tokens whose keys/values were copied, not computed
-    aborted: bool = False
-    row: RowSampling = field(init=False)  # built once: the decode loop reads it every step
-    hashes: list[int] = field(init=False)  # block hashes of the prompt (prefix_index.py)
-
-    def __post_init__(self) -> None:
-        self.row = RowSampling(self.sampling.temperature, self.sampling.top_k, self.sampling.top_p, self.generator)
-        self.hashes = block_hashes(self.input_ids)
-
-    @property
-    def prefix_tokens(self) -> list[int]:
-        """Tokens whose keys/values a running request's row holds from the start: at least its prompt."""
-        return self.input_ids
 
 
 @dataclass
@@ -102,6 +74,7 @@ class Scheduler:
         self._by_id: dict[str, Request] = {}
         self._update: _WeightUpdate | None = None
         self._closed = False
+        self._stopped_by: str | None = None  # why the loop died, once it has
         self._thread = threading.Thread(target=self._loop, name="agentrl-engine", daemon=True)
         self._thread.start()
 
@@ -109,8 +82,7 @@ class Scheduler:
     def submit(self, req: Request) -> None:
         """Queue a request (its rid must not be in flight)."""
         with self._cond:
-            if self._closed:
-                raise EngineError("the embedded engine is closed; create a new engine")
+            self._check_open()
             if req.rid in self._by_id:
                 raise EngineError(
                     f"request id {req.rid!r} is already in flight; use agentrl.engines.base.new_request_id()"
@@ -139,6 +111,7 @@ class Scheduler:
         """Swap in new weights between forward passes; the future resolves once they are live."""
         done: Future[None] = Future()
         with self._cond:
+            self._check_open()
             if self._update is not None:
                 raise EngineError("a weight update is already pending; await it before sending another")
             self._update = _WeightUpdate(state_dict, version, done)
@@ -162,27 +135,44 @@ class Scheduler:
         with self._cond:
             return len(self._running), len(self._waiting)
 
+    def _check_open(self) -> None:
+        if self._stopped_by is not None:
+            raise EngineError(f"the embedded engine's scheduler stopped: {self._stopped_by}; create a new engine")
+        if self._closed:
+            raise EngineError("the embedded engine is closed; create a new engine")
+
     # --- the loop (scheduler thread only) ----------------------------------------------------------
     def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not (self._closed or self._running or self._update or self._waiting):
-                    self._cond.wait()
-                if self._closed:
-                    break
-                admit = [] if self._update else self._pop_admissible()
-            if self._update is not None and self.weight_update == "abort":
-                for req in self._running:  # abort mode: running requests return their partial output now
-                    req.aborted = True
-            self._reap_aborted()
-            if self._update is not None and not self._running:
-                self._apply_update()
-            try:
-                if admit or self._running:
-                    self._step(admit)
-            except Exception as exc:  # a failed forward (OOM, bad weights): fail the batch, keep serving
-                self._fail_all(admit, exc)
-        self._shutdown()
+        died: Exception | None = None
+        try:
+            while (admit := self._next_admissions()) is not None:
+                try:
+                    self._iterate(admit)
+                except Exception as exc:  # a forward (OOM, bad weights), an abort's key/value copy, ...
+                    self._fail_all(admit, exc)  # fail the requests it held, serve on
+        except Exception as exc:  # the loop itself failed: nothing serves from here on
+            died = exc
+        finally:
+            self._shutdown(died)
+
+    def _next_admissions(self) -> list[Request] | None:
+        """Wait for work; None once closed, else the waiting requests to admit in the next step."""
+        with self._cond:
+            while not (self._closed or self._running or self._update or self._waiting):
+                self._cond.wait()
+            if self._closed:
+                return None
+            return [] if self._update else self._pop_admissible()
+
+    def _iterate(self, admit: list[Request]) -> None:
+        if self._update is not None and self.weight_update == "abort":
+            for req in self._running:  # abort mode: running requests return their partial output now
+                req.aborted = True
+        self._reap_aborted()
+        if self._update is not None and not self._running:
+            self._apply_update()
+        if admit or self._running:
+            self._step(admit)
 
     def _pop_admissible(self) -> list[Request]:
         """Waiting requests that fit the batch and the prefill budget, oldest first. A request sharing a
@@ -330,27 +320,37 @@ class Scheduler:
         return req
 
     def _fail_all(self, admit: list[Request], exc: Exception) -> None:
-        self.runner.clear()
-        victims = {id(r): r for r in [*self._running, *admit]}.values()
+        """Fail every request the failed iteration held (running or being admitted) and reset the batch."""
+        victims = list({id(r): r for r in [*self._running, *admit]}.values())
         self._running = []
         self._live.clear()
         self._plan = None
-        error = EngineError(f"embedded engine forward failed: {type(exc).__name__}: {exc}")
+        error = EngineError(f"embedded engine step failed: {type(exc).__name__}: {exc}")
         with self._cond:
             for req in victims:
                 self._by_id.pop(req.rid, None)
-                _deliver(req, error)
+                deliver(req, error)
+        self.prefix_cache.clear()  # a failure mid-copy may have left an entry half-written
+        self.runner.clear()  # if this raises too, the loop dies and _shutdown fails everything else
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, died: Exception | None) -> None:
+        """Return every pending request: aborted when the engine closes, an EngineError when the loop died."""
+        reason = None if died is None else f"{type(died).__name__}: {died}"
         with self._cond:
-            for req in list(self._waiting):
-                self._finish_locked(req, "abort", message="engine closed")
+            self._closed, self._stopped_by = True, reason
+            pending = [*self._waiting, *self._running]
             self._waiting.clear()
-        for req in self._running:
-            self._finish(req, "abort", message="engine closed")
-        self._running = []
-        if self._update is not None:
-            self._update.done.set_exception(EngineError("engine closed before the weight update was applied"))
+            self._running = []
+            update, self._update = self._update, None
+            for req in pending:
+                if reason is None:
+                    self._finish_locked(req, "abort", message="engine closed")
+                else:
+                    self._by_id.pop(req.rid, None)
+                    deliver(req, EngineError(f"the embedded engine's scheduler stopped: {reason}"))
+        if update is not None and not update.done.done():
+            why = "engine closed" if reason is None else f"the embedded engine's scheduler stopped: {reason}"
+            update.done.set_exception(EngineError(f"{why} before the weight update was applied"))
 
     def _finish(
         self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None
@@ -374,34 +374,4 @@ class Scheduler:
             matched_stop=matched,
             extra=extra,
         )
-        _deliver(req, result)
-
-
-def spans_from_versions(versions: list[int], current: int) -> list[VersionSpan]:
-    """Run-length encode per-token versions; an empty output gets one empty span at ``current``."""
-    if not versions:
-        return [VersionSpan(current, 0, 0)]
-    spans: list[VersionSpan] = []
-    start = 0
-    for i in range(1, len(versions) + 1):
-        if i == len(versions) or versions[i] != versions[start]:
-            spans.append(VersionSpan(versions[start], start, i))
-            start = i
-    return spans
-
-
-def _deliver(req: Request, outcome: GenerateResult | Exception) -> None:
-    """Resolve the caller's future on its own loop (a closed loop means nobody waits any more)."""
-
-    def resolve() -> None:
-        if req.future.done():
-            return
-        if isinstance(outcome, Exception):
-            req.future.set_exception(outcome)
-        else:
-            req.future.set_result(outcome)
-
-    try:
-        req.loop.call_soon_threadsafe(resolve)
-    except RuntimeError:  # the caller's event loop is closed
-        pass
+        deliver(req, result)

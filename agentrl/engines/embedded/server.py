@@ -2,7 +2,8 @@
 
 Same routes and JSON shapes as SGLang 0.5.x (shared/SGLANG.md §1), so ``SGLangEngine`` is tested end to
 end against a real server: /generate (single and batched), /abort_request (rid prefix, abort_all),
-/update_weights_from_disk|tensor, /flush_cache, /health, /health_generate, /model_info, /server_info.
+/update_weights_from_disk|tensor, /flush_cache, /health, /health_generate, /model_info, /server_info, and
+the OpenAI-compatible /v1/models, /v1/completions, /v1/chat/completions (``openai_routes.py``).
 """
 
 from __future__ import annotations
@@ -17,17 +18,20 @@ from aiohttp import web
 import agentrl
 from agentrl.engines.base import GenerateResult, new_request_id
 from agentrl.engines.embedded.engine import EmbeddedEngine
+from agentrl.engines.embedded.openai_routes import add_openai_routes
 from agentrl.engines.sglang_wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
 from agentrl.engines.tensor_wire import deserialize_named_tensors
 from agentrl.errors import EngineError
 
 ENGINE_KEY = web.AppKey("engine", EmbeddedEngine)
+LAUNCH_VERSION_KEY = web.AppKey("launch_weight_version", str)  # /server_info reports the launch value, as SGLang
 
 
 def create_app(engine: EmbeddedEngine) -> web.Application:
     """An aiohttp application serving ``engine``; the caller owns the engine's lifetime."""
     app = web.Application(client_max_size=64 * 1024**2)
     app[ENGINE_KEY] = engine
+    app[LAUNCH_VERSION_KEY] = version_to_wire(engine.weight_version)
     app.add_routes(
         [
             web.post("/generate", _generate),
@@ -44,6 +48,7 @@ def create_app(engine: EmbeddedEngine) -> web.Application:
             web.get("/get_server_info", _server_info),
         ]
     )
+    add_openai_routes(app, ENGINE_KEY)
     return app
 
 
@@ -161,8 +166,13 @@ async def _update(request: web.Request, source_key: str) -> web.Response:
             raise EngineError(f"{source_key} is required")
         if source_key == "model_path":
             source: Any = str(raw)
-        else:  # one payload per TP rank; the embedded engine is a single rank
-            source = await asyncio.to_thread(deserialize_named_tensors, raw[0] if isinstance(raw, list) else raw)
+        elif not isinstance(raw, list) or len(raw) != 1:
+            raise EngineError(
+                f"serialized_named_tensors must be a list with one payload per TP rank; this server has tp_size 1, "
+                f"got {len(raw) if isinstance(raw, list) else type(raw).__name__}"
+            )
+        else:
+            source = await asyncio.to_thread(deserialize_named_tensors, raw[0])
         wire = body.get("weight_version")
         version = version_from_wire(wire) if wire is not None else engine.weight_version + 1
         if body.get("abort_all_requests"):
@@ -204,18 +214,26 @@ async def _model_info(request: web.Request) -> web.Response:
 
 
 async def _server_info(request: web.Request) -> web.Response:
+    """SGLang 0.5.x's shape (``srt/entrypoints/http_server.py``, ``server_info``): the resolved server
+    arguments one key per ``ServerArgs`` field (those agentrl serve has), ``internal_states`` and ``version``."""
     engine = request.app[ENGINE_KEY]
     return web.json_response(
         {
-            "version": f"agentrl-{getattr(agentrl, '__version__', '0')}",
-            "engine": "agentrl-embedded",
             "model_path": engine.model_path,
+            "tokenizer_path": engine.model_path,
+            "served_model_name": engine.model_path,
             "context_length": engine.max_seq_len,
             "max_running_requests": engine.config.max_batch_size,
-            "logprob_semantics": engine.semantics.value,
-            "return_original_logprob": False,
-            "weight_version": version_to_wire(engine.weight_version),
+            "tp_size": 1,
+            "dp_size": 1,
+            "pp_size": 1,
+            "skip_tokenizer_init": False,
+            "weight_version": request.app[LAUNCH_VERSION_KEY],
+            "enable_deterministic_inference": False,
+            "rl_on_policy_target": None,
+            "disable_radix_cache": engine.config.prefix_cache_tokens == 0,
             "internal_states": [engine.load()],
+            "version": f"agentrl-serve-{getattr(agentrl, '__version__', '0')}",
         }
     )
 

@@ -1,0 +1,65 @@
+"""The base of every engine backend's config: the fields all backends share, and what each provides.
+
+A backend is one subclass (``kind`` its tag, a ``Literal``) that owns its field checks and builds its
+engine, its weight transport and its preflight, so no caller branches on ``engine.kind``.
+``agentrl.engines.registry`` maps each kind to its subclass.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from agentrl.config.base import StrictModel
+from agentrl.config.problems import Problem
+from agentrl.engines.transport import StateDictTransport, WeightTransport
+
+if TYPE_CHECKING:  # the config stays importable without torch; building an engine imports what it needs
+    from agentrl.config.sections import ModelConfig
+    from agentrl.engines.base import InferenceEngine
+
+
+class EngineConfig(StrictModel):
+    """Settings every engine backend shares; subclass it (and register it) to add a backend."""
+
+    kind: str = Field(description="The engine backend: a registered kind (embedded, sglang, or one you register).")
+    import_modules: list[str] = Field(
+        default_factory=list,
+        description="Modules imported before `kind` is looked up, so the backends they register can be chosen "
+        "(e.g. [my_engines]).",
+    )
+    max_seq_len: int = Field(4096, ge=16, description="Longest prompt + completion the engine accepts (tokens).")
+    weight_update: Literal["finish_old", "abort"] = Field(
+        "finish_old",
+        description="Requests in flight at a weight update: finish under the old weights, or abort (partial output "
+        "returned).",
+    )
+
+    @abstractmethod
+    def build(self, model: ModelConfig) -> InferenceEngine:
+        """The engine a run samples from, serving ``model``."""
+
+    def weight_transport(self, run_dir: Path) -> WeightTransport:
+        """How the trainer delivers new weights (default: the state dict, in process)."""
+        return StateDictTransport()
+
+    async def preflight(self, model: ModelConfig) -> list[str]:
+        """``agentrl train --dry-run``: check what the engine needs without loading the model; the lines to
+        print (raise the backend's error, naming the fix, on a failure)."""
+        return [f"engine {self.kind}: no checks before it starts"]
+
+    def problems(self) -> list[Problem]:
+        """Problems of this section that pydantic's field checks cannot express (keys such as ``engine.urls``);
+        the run config reports them together with its cross-field problems."""
+        return []
+
+
+def import_engine_class(ref: str) -> Any:
+    """The class named by ``"module:Class"``, imported when an engine is built: configs load without torch,
+    and a backend's engine module may import its config module without an import cycle."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,78 @@
+"""``engine.kind: embedded``: the in-process torch engine's settings, and how it builds and checks itself."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from agentrl.engines.config import EngineConfig, import_engine_class
+
+if TYPE_CHECKING:
+    from agentrl.config.sections import ModelConfig
+    from agentrl.engines.base import InferenceEngine
+
+_GIB = 1024**3
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+class EmbeddedEngineConfig(EngineConfig):
+    """The embedded engine: continuous batching, a prefix cache and a lean forward, in this process."""
+
+    kind: Literal["embedded"] = Field("embedded", description="In-process torch engine (the default).")
+    max_batch_size: int = Field(64, ge=1, description="Most sequences decoded together in one forward pass.")
+    seed: int = Field(0, description="Seed of the engine's sampler.")
+    prefix_cache_tokens: int = Field(
+        16384,
+        ge=0,
+        description="Most tokens of finished (or aborted) requests whose keys/values are kept, so a prompt extending "
+        "one (the next turn, a resumed partial rollout) prefills only its new tokens; 0 disables. Memory: tokens x "
+        "layers x 2 x kv_heads x head_dim x dtype bytes. Flushed at every weight update.",
+    )
+    share_prefixes: bool = Field(
+        True,
+        description="A request whose prompt shares a head with a running one (a group's G copies of a prompt, a long "
+        "common system prompt) copies that head's keys/values instead of recomputing them; joining one step later "
+        "when the head is being computed in the same step.",
+    )
+    max_prefill_tokens: int = Field(
+        8192,
+        ge=16,
+        description="Most (padded) prompt tokens prefilled in one forward pass when requests join the batch.",
+    )
+
+    def build(self, model: ModelConfig) -> InferenceEngine:
+        """Load ``model.path`` in process on the configured device and dtype."""
+        from agentrl.models.loading import resolve_device, resolve_dtype
+
+        device = resolve_device(model.device)
+        engine_cls = import_engine_class("agentrl.engines.embedded.engine:EmbeddedEngine")
+        return engine_cls.from_pretrained(
+            model.path, config=self, device=device, dtype=resolve_dtype(model.dtype, device)
+        )
+
+    async def preflight(self, model: ModelConfig) -> list[str]:
+        """Device available, model directory present, and the worst-case key/value memory (nothing loads)."""
+        from agentrl.models.loading import check_model_dir, resolve_device
+
+        device = resolve_device(model.device)
+        arch = json.loads((check_model_dir(model.path) / "config.json").read_text())
+        dtype = model.dtype if model.dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
+        per_token = kv_bytes_per_token(arch, _DTYPE_BYTES[dtype])
+        batch_gib = per_token * self.max_batch_size * self.max_seq_len / _GIB
+        cache_gib = per_token * self.prefix_cache_tokens / _GIB
+        return [
+            f"engine embedded: loads {model.path} in process on {device} ({dtype}); keys/values at most "
+            f"{batch_gib:.2f} GiB ({self.max_batch_size} x {self.max_seq_len} tokens) + prefix cache "
+            f"{cache_gib:.2f} GiB"
+        ]
+
+
+def kv_bytes_per_token(arch: Mapping[str, Any], dtype_bytes: int) -> int:
+    """Key/value bytes one token holds across all layers, from a Hugging Face ``config.json`` mapping."""
+    heads = int(arch.get("num_attention_heads") or 1)
+    kv_heads = int(arch.get("num_key_value_heads") or heads)
+    head_dim = int(arch.get("head_dim") or int(arch.get("hidden_size") or 0) // heads)
+    return int(arch.get("num_hidden_layers") or 0) * 2 * kv_heads * head_dim * dtype_bytes

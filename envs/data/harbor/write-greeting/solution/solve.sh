@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "hello, world" > /app/greeting.txt

@@ -1,0 +1,1 @@
+"""Adapters that bring outside environments and tools in as ``MultiTurnEnv``s: MCP, OpenEnv, Harbor, verifiers."""

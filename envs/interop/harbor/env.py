@@ -1,0 +1,215 @@
+"""Harbor-v0: solve Harbor-format tasks with shell commands in a hardened Docker sandbox; tests/test.sh grades.
+
+Each turn the model runs shell commands (```bash blocks or ``bash`` tool calls) in the task's
+container and sees their output; a turn without a command (or ``submit``), or the last turn, ends
+the episode and runs the verifier. Harbor runs the verifier in the agent's container by design;
+agentrl copies ``tests/`` in only then, recreates ``/logs/verifier`` (a planted reward file is
+gone), has killed every process the agent started (each command's background processes die with
+it), and runs ``test.sh`` with a clean environment. What the tests themselves execute of the
+agent's files can still write the reward file: that is inherent to the format (docs/interop.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrl.env import Message, MultiTurnEnv, StepResult, system, tool, user
+from agentrl.errors import ConfigError, did_you_mean
+from agentrl.toolcall import parse_tool_calls
+from envs.interop.harbor.image import ensure_image, image_workdir, workdir_files
+from envs.interop.harbor.tasks import BUNDLED, HarborTask, load_harbor_tasks
+
+_BASH = re.compile(r"```(?:bash|sh|shell)\n(.*?)```", re.DOTALL)
+_CLEAN_ENV = ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONNOUSERSITE=1"]
+MiB = 1024 * 1024
+
+
+def bash(command: str) -> str:
+    """Run a shell command in the task's container (working directory: the task's WORKDIR).
+
+    Args:
+        command: The command line, run with bash.
+    """
+    raise NotImplementedError("executed by HarborEnv in its sandbox")  # the schema is what matters
+
+
+def submit() -> str:
+    """Finish: the task's tests run and grade the container's state."""
+    raise NotImplementedError("executed by HarborEnv in its sandbox")
+
+
+class HarborConfig(BaseModel):
+    """Constructor kwargs of Harbor-v0."""
+
+    model_config = ConfigDict(extra="forbid")
+    tasks: str = Field(str(BUNDLED), description="A Harbor task directory, or a folder of them (default: bundled).")
+    max_turns: int = Field(6, ge=1, description="Assistant turns; the verifier runs after the last one.")
+    command_timeout_s: float = Field(20.0, gt=0, description="Wall-clock limit of one command.")
+    max_output_chars: int = Field(2000, ge=100, description="Command output shown to the model (head kept).")
+    memory_bytes: int = Field(512 * MiB, ge=64 * MiB, description="Container memory (task.toml memory_mb wins).")
+    docker_host: str | None = Field(None, description="Docker engine URL (None: $DOCKER_HOST or the local socket).")
+
+
+def _format(result: Any, max_chars: int) -> str:
+    text = "".join(part for part in (result.stdout, result.stderr) if part)
+    if len(text) > max_chars:
+        text = f"{text[:max_chars]}\n[... {len(text) - max_chars} more characters cut]"
+    status = "timed out" if result.timed_out else f"exit code {result.exit_code}"
+    return f"[{status}]\n{text}" if text else f"[{status}]"
+
+
+def parse_reward(files: dict[str, bytes]) -> tuple[float, dict[str, float]]:
+    """The reward from reward.txt, else rewards.json (its 'reward' key, else the mean of its values)."""
+    if "reward.txt" in files:
+        return float(files["reward.txt"].decode().strip() or 0.0), {}
+    data = json.loads(files["rewards.json"])
+    components = {str(k): float(v) for k, v in data.items()}
+    total = components.get("reward", sum(components.values()) / max(1, len(components)))
+    return total, components
+
+
+class HarborEnv(MultiTurnEnv):
+    """Harbor/Terminal-Bench-format tasks: shell commands in the task's container, graded by tests/test.sh."""
+
+    config_model = HarborConfig
+    tools = (bash, submit)
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config = HarborConfig(**kwargs)
+        self.max_turns = self.config.max_turns
+        self._tasks = {task.task_id: task for task in load_harbor_tasks(self.config.tasks)}
+        self.task: HarborTask = next(iter(self._tasks.values()))
+        self.turn = 0
+        self._client: Any = None
+        self._sandbox: Any = None
+        self._image: str | None = None
+
+    def task_ids(self) -> list[str]:
+        """Task directory names, sorted."""
+        return list(self._tasks)
+
+    def _docker(self) -> Any:
+        if self._client is None:
+            import docker
+
+            url = self.config.docker_host
+            self._client = docker.DockerClient(base_url=url) if url else docker.from_env()
+        return self._client
+
+    def _open(self, task: HarborTask) -> None:
+        """A sandbox on the task's image (reused, reset, when the image is the same), its work dir seeded."""
+        from sandboxes import DockerSandboxConfig, make_sandbox
+
+        image = ensure_image(self._docker(), task)
+        workdir = image_workdir(self._docker(), image)
+        if self._sandbox is not None and image == self._image:
+            self._sandbox.reset()
+        else:
+            self.close()
+            memory = task.memory_mb * MiB if task.memory_mb else self.config.memory_bytes
+            config = DockerSandboxConfig(
+                image=image,
+                workdir=workdir,
+                memory_bytes=memory,
+                cpus=min(float(task.cpus or 1.0), 2.0),
+                env=dict(task.env),
+                extra_tmpfs={"/tests": 16 * MiB, "/logs": 16 * MiB},
+                docker_host=self.config.docker_host,
+            )
+            self._sandbox, self._image = make_sandbox(config), image
+        seed_files = workdir_files(self._docker(), image, workdir)
+        if seed_files:
+            self._sandbox.write_files(seed_files)
+
+    def preflight(self) -> list[str]:
+        """Make every task's image (offline) and start the first task's sandbox."""
+        images = {task_id: ensure_image(self._docker(), task) for task_id, task in self._tasks.items()}
+        self._open(self.task)
+        return [f"Harbor: {len(images)} task(s) from {self.config.tasks}, images {sorted(set(images.values()))}"]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Start task ``options['task_id']`` (else one drawn with ``seed``) in a fresh container state."""
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            task_id = list(self._tasks)[int(self.np_random.integers(len(self._tasks)))]
+        if task_id not in self._tasks:
+            raise ConfigError(f"unknown Harbor task {task_id!r}.{did_you_mean(task_id, self._tasks)}")
+        self.task, self.turn = self._tasks[task_id], 0
+        self._open(self.task)
+        workdir = self._sandbox.config.workdir
+        prompt = (
+            f"You work in a Linux container; the working directory is {workdir}. Run shell commands in ```bash code "
+            "blocks (or call the bash tool) and you will see their output. When the task is done, reply without a "
+            f"command (or call submit): the task's tests then grade the container. You have {self.max_turns} turns."
+        )
+        return [system(prompt), user(self.task.instruction)], {"task_id": task_id}
+
+    def _commands(self, action: str) -> tuple[list[tuple[str, bool]], bool]:
+        """(command, via_tool) pairs in the turn, and whether the turn asked to submit."""
+        commands = [(block.strip(), False) for block in _BASH.findall(action) if block.strip()]
+        submitted = False
+        for call in parse_tool_calls(action):
+            if call.ok and call.name == "bash" and isinstance(call.arguments.get("command"), str):
+                commands.append((call.arguments["command"], True))
+            submitted = submitted or call.name == "submit"
+        return commands, submitted
+
+    def step(self, action: str) -> StepResult:
+        """Run the turn's commands; a turn without one, a submit, or the last turn runs the verifier."""
+        self.turn += 1
+        commands, submitted = self._commands(action)
+        messages: list[Message] = []
+        for command, via_tool in commands:
+            result = self._sandbox.exec(["bash", "-c", command], timeout_s=self.config.command_timeout_s)
+            text = _format(result, self.config.max_output_chars)
+            messages.append(tool(text, name="bash") if via_tool else user(f"Output:\n{text}"))
+        if commands and not submitted and self.turn < self.max_turns:
+            return messages, 0.0, False, False, {"commands": len(commands)}
+        reward, info = self._verify()
+        return messages, reward, True, False, info
+
+    def _verify(self) -> tuple[float, dict[str, Any]]:
+        box = self._sandbox
+        box.exec(["bash", "-c", "rm -rf /logs/verifier /tests/* /tests/.[!.]*; mkdir -p /logs/verifier"], timeout_s=30)
+        tests = {
+            f"/tests/{path.relative_to(self.task.tests_dir)}": path.read_bytes()
+            for path in sorted(self.task.tests_dir.rglob("*"))
+            if path.is_file()
+        }
+        box.write_files(tests)
+        result = box.exec([*_CLEAN_ENV, "bash", "/tests/test.sh"], timeout_s=self.task.verifier_timeout_s)
+        files = {}
+        for name in ("reward.txt", "rewards.json"):
+            probe = box.exec(["test", "-f", f"/logs/verifier/{name}"], timeout_s=10)
+            if probe.exit_code == 0:
+                files[name] = box.read_file(f"/logs/verifier/{name}")
+        info: dict[str, Any] = {"verifier_exit_code": result.exit_code, "verifier_timed_out": result.timed_out}
+        if not files:
+            info.update(success=False, verifier_error="tests/test.sh wrote no /logs/verifier/reward.txt")
+            return 0.0, info
+        try:
+            reward, components = parse_reward(files)
+        except (ValueError, KeyError) as exc:
+            info.update(success=False, verifier_error=f"unreadable reward file: {exc}")
+            return 0.0, info
+        info.update(success=reward >= 1.0, reward_components=components or {"tests": reward})
+        return reward, info
+
+    def close(self) -> None:
+        """Remove the task's container."""
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = self._image = None
+
+
+def bundled_tasks_dir() -> Path:
+    """The bundled Harbor tasks (envs/data/harbor)."""
+    return BUNDLED
