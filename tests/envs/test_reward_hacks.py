@@ -114,3 +114,45 @@ def test_the_judge_is_out_of_the_solutions_reach(grader: Grader, tasks: dict[str
         uids = next(line.split()[1:] for line in fh if line.startswith("Uid:"))
     expected = str(GraderConfig().judge_uid) if os.geteuid() == 0 else str(os.geteuid())
     assert uids == [expected] * 4  # not the sandbox's 65534, not root
+
+
+def test_codeagent_grades_across_the_boundary_an_always_equal_draft_scores_zero(sandbox_kind: str) -> None:
+    from envs.code_agent import CodeAgentEnv
+    from envs.code_tasks import generate_tasks
+
+    # The main job's env: an always-equal object passes `assert f(x) == y` in-process; here it must not.
+    exploit = next(e for e in EXPLOITS if e.name == "always_equal")
+    task = generate_tasks(split="all")[0]
+    draft = f"```python\n{exploit.solution(task.entry_point)}```"
+    for zero in (False, True):
+        env = CodeAgentEnv(split="all", max_turns=2, zero_reward_if_flagged=zero, sandbox={"kind": sandbox_kind})
+        try:
+            env.reset(seed=0, options={"task_id": task.task_id})
+            _, reward, terminated, _, info = env.step(draft)  # a draft: checked on the visible examples
+            assert not terminated and reward == 0.0 and info["examples_passed"] == 0
+            assert any(flag.startswith("custom_comparison: ") for flag in info["hack_flags"])
+            _, reward, terminated, _, info = env.step(draft)  # last turn: graded by the hidden tests
+        finally:
+            env.close()
+        assert terminated and info["outcome"] == 0.0 and info["tests_passed"] == 0 and not info["success"]
+        assert any(flag.startswith("custom_comparison: ") for flag in info["hack_flags"])
+
+
+def test_codeagent_can_zero_a_flagged_episode_that_solves_the_task() -> None:
+    from envs.code_agent import CodeAgentEnv
+    from envs.code_tasks import generate_tasks
+
+    task = generate_tasks(split="all")[0]
+    spy = f"import sys\n{task.solution}\n_real = {task.entry_point}\n"
+    spy += f"def {task.entry_point}(*args):\n    sys._getframe(0)\n    return _real(*args)\n"
+    for zero, expected in ((False, 1.0), (True, 0.0)):
+        env = CodeAgentEnv(split="all", max_turns=1, zero_reward_if_flagged=zero, sandbox={"kind": "process"})
+        try:
+            env.reset(seed=0, options={"task_id": task.task_id})
+            _, reward, terminated, _, info = env.step(f"```python\n{spy}```")
+        finally:
+            env.close()
+        assert terminated and info["outcome"] == expected and info["success"] is (not zero)
+        assert info["tests_passed"] == info["tests_total"]  # the verdicts stay true; only the reward is zeroed
+        assert reward == (0.0 if zero else pytest.approx(0.2))
+        assert any(flag.startswith("introspection: ") for flag in info["hack_flags"])
