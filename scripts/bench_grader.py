@@ -7,7 +7,8 @@ Per task set (the bundled easy tasks' reference solutions, HumanEval's canonical
 * throughput: a SandboxPool of ``--pool`` sandboxes and as many threads, each thread with its own Grader
   (as each env has one): tasks graded per second, old and new alternating in ``--rounds`` rounds.
 
-Both graders must pass every reference solution (``agree`` counts it). Usage:
+Both graders must pass every reference solution (``agree`` counts it), and on HumanEval a known-wrong
+completion of every task (a body that returns None) must fail under both (``wrong_failed``). Usage:
     .venv/bin/python scripts/bench_grader.py [--backend docker|process] [--pool 4] [--easy 72] [--humaneval 164]
 """
 
@@ -29,9 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from legacy_grader import legacy_grade  # the old harness lives beside this script
 
 from envs.code_exec.grading import Grader, GraderConfig, build_program
-from envs.code_exec.sandboxing import docker_ready, sandbox_config
 from envs.code_exec.tasks import CodingTask, load_tasks
-from sandboxes import SandboxPool, make_sandbox
+from sandboxes import SandboxPool, docker_available, make_sandbox, parse_sandbox_config
 
 Grade = Callable[[Any, CodingTask], bool]
 
@@ -90,6 +90,13 @@ def latency(config: Any, tasks: list[CodingTask], graders: dict[str, Grade]) -> 
     return out
 
 
+def wrong_failed(config: Any, tasks: list[CodingTask], graders: dict[str, Grade]) -> dict[str, int]:
+    """How many tasks' known-wrong completion (``return None``) each grader fails (all of them, when exact)."""
+    wrong = [task.model_copy(update={"solution": "    return None\n"}) for task in tasks]
+    with make_sandbox(config) as sandbox:
+        return {name: sum(not grade(sandbox, task) for task in wrong) for name, grade in graders.items()}
+
+
 def throughput(pool: SandboxPool, tasks: list[CodingTask], grade: Grade) -> float:
     def one(task: CodingTask) -> bool:
         with pool.session() as sandbox:
@@ -123,8 +130,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="Throughput rounds per grader (median reported).")
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)  # the process backend's isolation warning
-    backend = args.backend or ("docker" if docker_ready({"kind": "docker"}) else "process")
-    config = sandbox_config({"kind": backend}, backend)
+    backend = args.backend or ("docker" if docker_available() else "process")
+    config = parse_sandbox_config({"backend": backend})
     sets = {"easy": load_tasks("easy")[: args.easy], "humaneval": load_tasks("humaneval")[: args.humaneval]}
     new = NewGrade()
     graders: dict[str, Grade] = {"old": old_grade, "new": new}
@@ -137,6 +144,7 @@ def main() -> None:
                 "throughput": throughputs(config, args.pool, tasks, graders, args.rounds),
             }
             report[name]["agree"] = report[name]["latency"]["old"]["passed"] == report[name]["latency"]["new"]["passed"]
+        report["humaneval"]["wrong_failed"] = wrong_failed(config, sets["humaneval"], graders)
     finally:
         new.close()
     print(json.dumps(report, indent=2))
