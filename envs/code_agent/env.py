@@ -215,8 +215,9 @@ class CodeAgentEnv(MultiTurnEnv):
         )
         outcome = float(hidden.success) if self.config.outcome == "all" else hidden.fraction
         zeroed = bool(self.flags) and self.config.zero_reward_if_flagged  # any check of the episode was flagged
-        if zeroed:
-            outcome, reward = 0.0, min(reward, 0.0)
+        if zeroed:  # this turn's positive shaping is withheld too (and leaves the shaping total)
+            paid = max(reward, 0.0)
+            outcome, reward, self.shaping_total = 0.0, reward - paid, self.shaping_total - paid
         errors = [m for m in hidden.messages if m is not None][:3]
         info = self._outcome_info(
             outcome, hidden.success and not zeroed, sum(hidden.passed), len(hidden.passed), errors

@@ -155,4 +155,5 @@ def test_codeagent_can_zero_a_flagged_episode_that_solves_the_task() -> None:
         assert terminated and info["outcome"] == expected and info["success"] is (not zero)
         assert info["tests_passed"] == info["tests_total"]  # the verdicts stay true; only the reward is zeroed
         assert reward == (0.0 if zero else pytest.approx(0.2))
+        assert info["reward_components"]["shaping"] == reward  # the shaping total is what was paid
         assert any(flag.startswith("introspection: ") for flag in info["hack_flags"])
