@@ -31,10 +31,12 @@ class AgentCall:
     messages: list[Message]
     rewrite: str | None  # why the history could not be extended (None: it was)
     plan: CallPlan
+    opening: bool = False
 
     def record(self) -> dict[str, Any]:
-        """What the turn record keeps of this request (its info)."""
-        gateway: dict[str, Any] = {"history": "rewritten" if self.rewrite else "extended"}
+        """What the turn answering this request keeps of it in its info."""
+        history = "opening" if self.opening else "rewritten" if self.rewrite else "extended"
+        gateway: dict[str, Any] = {"history": history}
         if self.rewrite:
             gateway["rewrite_reason"] = self.rewrite
         if self.plan.notes:
@@ -51,6 +53,19 @@ def outcome_info(outcome: AgentOutcome) -> dict[str, Any]:
     if outcome.success is not None:
         record["success"] = outcome.success
     return record
+
+
+def outcome_problem(outcome: AgentOutcome, replies: list[str]) -> str | None:
+    """Why ``outcome`` cannot be the reward: the agent failed, or its reward line is text the policy wrote."""
+    if outcome.error is not None:
+        return f"the agent program failed: {outcome.error}"
+    line = outcome.reward_line
+    if line and any(line in reply for reply in replies):
+        return (
+            f"the agent's reward line {line[:80]!r} appears in the policy's own reply: the agent echoes model output "
+            "to stdout, so the policy could write its own reward; print model text to stderr only"
+        )
+    return None
 
 
 def first_call_missing(outcome: AgentOutcome) -> str:
@@ -111,7 +126,7 @@ class Conversation:
             self.session.answer(event, CallAnswer(400, error_body(str(exc), 400)))
             return None
         self.pending = event
-        return AgentCall(admission.messages, admission.rewrite, event.plan)
+        return AgentCall(admission.messages, admission.rewrite, event.plan, admission.opening)
 
     async def next_event(self, stop: asyncio.Event) -> AgentCall | AgentOutcome | None:
         """The next request or the outcome; None once ``stop`` is set (nothing is taken then)."""

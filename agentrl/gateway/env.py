@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from agentrl.env import MultiTurnEnv, StepResult
 from agentrl.errors import AgentGatewayError, ConfigError, RolloutError
 from agentrl.gateway.config import AgentGatewayConfig, load_tasks
-from agentrl.gateway.conversation import AgentCall, Conversation, first_call_missing, outcome_info
+from agentrl.gateway.conversation import AgentCall, Conversation, first_call_missing, outcome_info, outcome_problem
 from agentrl.gateway.runner import AgentEpisodeRunner
 from agentrl.gateway.server import gateway_server
 from agentrl.gateway.session import AgentOutcome
@@ -94,8 +94,9 @@ class AgentGatewayEnv(MultiTurnEnv):
         if isinstance(event, AgentCall):
             return event.messages, 0.0, False, False, event.record()
         self._over = True
-        if event.error is not None:
-            raise AgentGatewayError(f"the agent program failed: {event.error}")
+        problem = outcome_problem(event, conversation.transcript.sampled_texts())
+        if problem is not None:
+            raise AgentGatewayError(problem)
         return [], event.reward, True, False, outcome_info(event)
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from agentrl.chat import ChatAssembler
 from agentrl.engines.base import SamplingParams
 from agentrl.errors import AgentGatewayError
-from agentrl.gateway.conversation import AgentCall, Conversation, first_call_missing, outcome_info
+from agentrl.gateway.conversation import AgentCall, Conversation, first_call_missing, outcome_info, outcome_problem
 from agentrl.gateway.protocol import CallPlan
 from agentrl.gateway.replies import SampledTurn
 from agentrl.gateway.session import AgentOutcome
@@ -39,6 +39,7 @@ class AgentEpisodeRunner(EpisodeRunner):
         self._assemblers: dict[str, ChatAssembler] = {}
         self.conversation: Conversation | None = None
         self.plan: CallPlan | None = None  # the request the open turn answers
+        self._request_record: dict[str, Any] = {}
         live = getattr(env, "conversation", None)
         if live is not None and not live.ended and episode.segment.prompt_ids and not self.finished:
             # Restored by replay in a new job: the replayed agent waits for this turn's answer.
@@ -122,7 +123,6 @@ class AgentEpisodeRunner(EpisodeRunner):
             return
         turn.reward = 0.0
         turn.env_messages = as_recorded(event.messages)
-        turn.info = as_recorded(event.record())
         if len(self.episode.turns) >= self.max_turns:
             conversation.refuse(f"the episode's turn limit is reached ({self.max_turns} model calls)")
             self._finish("truncated")
@@ -137,22 +137,25 @@ class AgentEpisodeRunner(EpisodeRunner):
 
     def _conclude(self, turn: TurnRecord, outcome: AgentOutcome) -> None:
         """The agent returned: its reward is the outcome (reward-integrity checks first)."""
-        if outcome.error is not None:
-            raise AgentGatewayError(f"the agent program failed: {outcome.error}")
-        line = outcome.reward_line
-        if line and any(line in t.action for t in self.episode.turns):
-            raise AgentGatewayError(
-                f"the agent's reward line {line[:80]!r} appears in the policy's own reply: the agent echoes model "
-                "output to stdout, so the policy could write its own reward; print model text to stderr only"
-            )
+        problem = outcome_problem(outcome, [t.action for t in self.episode.turns])
+        if problem is not None:
+            raise AgentGatewayError(problem)
         turn.reward = outcome.reward
-        turn.info = as_recorded(outcome_info(outcome))
+        turn.info.update(as_recorded(outcome_info(outcome)))
         self.episode.reward_components = dict(outcome.reward_components)
         self._finish("complete", outcome.reward)
 
     def _take(self, event: AgentCall) -> None:
-        self.plan = event.plan
-        self.turn_cap = event.plan.max_tokens
+        """The request the next turn answers: its cap, stop strings and record."""
+        self.plan, self.turn_cap = event.plan, event.plan.max_tokens
+        self._request_record = as_recorded(event.record())
+
+    def _turn_record(self) -> TurnRecord:
+        """The open turn; a new one records the request it answers in its info."""
+        turns = self.episode.turns
+        if not turns or turns[-1].reward is not None:
+            turns.append(TurnRecord(index=len(turns), max_new_tokens=self.turn_cap, info=dict(self._request_record)))
+        return turns[-1]
 
     def _sampled(self, turn: TurnRecord) -> SampledTurn:
         """The finished turn's tokens as recorded (the trailing sampled tokens of the segment)."""

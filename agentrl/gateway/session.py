@@ -50,6 +50,7 @@ class PendingCall:
     plan: CallPlan
     future: asyncio.Future[CallAnswer]  # of the gateway's loop
     answered: bool = False
+    requests: int = 1  # HTTP requests waiting on it: a client's retry joins the call it repeats
 
 
 @dataclass
@@ -79,6 +80,8 @@ class AgentSession:
                 live = self._live = PendingCall(plan, self.loop.create_future())
                 self._calls.append(live)
                 self._notify()
+            else:
+                live.requests += 1
         return await asyncio.shield(live.future)
 
     def finish(self, outcome: AgentOutcome) -> None:

@@ -115,6 +115,7 @@ class Admission:
 
     messages: list[Message]
     rewrite: str | None = None  # why the history could not be extended (None: it was)
+    opening: bool = False  # the conversation's first request
 
 
 @dataclass
@@ -134,7 +135,7 @@ class Transcript:
                 "with a user, tool or system message"
             )
         if self.tools is None:  # the opening request
-            admission = Admission([_template_form(m) for m in messages])
+            admission = Admission([_template_form(m) for m in messages], opening=True)
             self.templated = list(admission.messages)
         else:
             problem = self._divergence(messages, tools)
@@ -153,6 +154,10 @@ class Transcript:
         self.expected.append(held)
         self.templated.append({"role": "assistant", "content": sampled_text})
         self.replies.append((held, sampled_text))
+
+    def sampled_texts(self) -> list[str]:
+        """The policy's text of every reply so far."""
+        return [text for _, text in self.replies]
 
     def _divergence(self, messages: list[Message], tools: list[dict[str, Any]]) -> str | None:
         if tools != self.tools:
