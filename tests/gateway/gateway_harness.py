@@ -34,7 +34,7 @@ async def orchestrator(
     if seed is not None:
         engine = SeededEngine(engine, seed)
     probe: MultiTurnEnv = env_factory()
-    dataset = TaskDataset.from_env(probe, seed=rollout.seed)
+    dataset = TaskDataset.from_env(probe, seed=rollout.seed, epochs=1)
     probe.close()
     orch = RolloutOrchestrator(engine, env_factory, AutoTokenizer.from_pretrained(model_dir), rollout, dataset=dataset)
     try:
