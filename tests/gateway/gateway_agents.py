@@ -167,3 +167,15 @@ async def sleepy_agent(client: Any, task: dict[str, Any]) -> float:
     await client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
     await asyncio.sleep(3600)
     return 0.0
+
+
+async def parity_agent(client: Any, task: dict[str, Any]) -> float:
+    """Two calls, the first reply's length reported back in between; reward: the replies' total length mod 7, / 6."""
+    messages: list[Any] = [{"role": "user", "content": task["question"]}]
+    total = 0
+    for k in range(2):
+        reply = await client.chat.completions.create(model="policy", messages=messages, max_tokens=16)
+        text = reply.choices[0].message.content or ""
+        total += len(text)
+        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": f"{len(text)} chars; {k}"}]
+    return (total % 7) / 6
