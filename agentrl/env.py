@@ -47,12 +47,21 @@ class EnvInfo(TypedDict, total=False):
     reward_components: dict[str, float]
     """Step: named parts of the reward, logged as ``episode/reward_<name>``; the latest step's dict is the
     episode's."""
-    final_reward: float
-    """Step that ends the episode: the episode's outcome reward when it is not the sum of the turn rewards."""
+    outcome: float
+    """Step that ends the episode: the episode's outcome R_i, separate from the turn rewards (which then are
+    per-turn signals); absent, R_i is the sum of the turn rewards. See "Rewards" in the env tutorial."""
     max_new_tokens: int
     """Reset or step: most tokens of the next assistant reply (never more than ``rollout.max_new_tokens``)."""
     sandbox_time_s: float
     """Step: seconds this turn spent in a sandbox, summed into ``rollout/sandbox_time_s``."""
+    action: str
+    """Step of a tool/code env: what the turn did, ``"run"`` (code executed, not graded as the answer),
+    ``"submit"`` (graded), ``"none"`` or ``"invalid"``; read by the behaviour metrics (``agentrl.behaviour``)."""
+    run_failed: bool
+    """Step with ``action`` ``"run"``: the code raised, timed out or failed a check it was run against; the
+    behaviour metrics count a later solve as a recovery."""
+    code_ran: bool
+    """Step: code was executed and ran; ``False`` counts as a failed run when ``run_failed`` is absent."""
 
 
 class MultiTurnEnv(gym.Env[list[Message], str]):
@@ -64,6 +73,11 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
       the rest is recorded on the turn for inspection;
     * ``reset(seed=..., options={"task_id": ...})`` starts the task ``task_id`` when the env has
       a task set (``task_ids()``); call ``super().reset(seed=seed)`` first to seed ``np_random``;
+    * rewards: ``step`` returns the reward r_k of that turn. The episode's outcome R is
+      ``info["outcome"]`` when the env sets it on the step that ends the episode: a reward of its
+      own (e.g. the final verdict), *not* the sum of the turn rewards and never added to them, so
+      per-turn schemes see the turn rewards as shaping and R as the result. Without it, R is the
+      return, the sum of the turn rewards (each counted once). See docs/writing-an-environment.md;
     * ``max_turns``: the rollout stops the episode (truncated) after this many assistant turns;
     * ``tools``: plain typed Python functions the model may call (see ``agentrl.tools``);
     * ``config_model``: optional pydantic model of the constructor kwargs, checked before a run starts;

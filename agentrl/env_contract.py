@@ -80,12 +80,15 @@ def _components_ok(value: Any) -> bool:
 _INFO_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "success": (_is_bool, "a bool"),
     "reward_components": (_components_ok, "a dict of {name: float}"),
-    "final_reward": (_optional(lambda v: _is_number(v) and math.isfinite(v)), "a finite float or None"),
+    "outcome": (_optional(lambda v: _is_number(v) and math.isfinite(v)), "a finite float or None"),
     "max_new_tokens": (
         _optional(lambda v: isinstance(v, numbers.Integral) and not _is_bool(v) and v >= 1),
         "an int >= 1 or None",
     ),
     "sandbox_time_s": (_optional(lambda v: _is_number(v) and v >= 0), "a float >= 0 or None"),
+    "action": (_optional(lambda v: isinstance(v, str)), "a str (run, submit, none, invalid) or None"),
+    "run_failed": (_optional(_is_bool), "a bool or None"),
+    "code_ran": (_optional(_is_bool), "a bool or None"),
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.behaviour import behaviour_metrics
 from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
@@ -63,12 +64,14 @@ class EvalReport:
     tokens_generated: int
     duration_s: float
     tasks: list[TaskResult]
+    behaviour: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
-        """One line: pass@k values, mean reward, task count and time."""
+        """One line: pass@k values, mean reward, task count and time (plus turns used when multi-turn)."""
         passes = "  ".join(f"pass@{k} {v:.3f}" for k, v in self.pass_at_k.items())
+        turns = f"  turns {self.behaviour['turns_mean']:.2f}" if self.behaviour.get("turns_mean", 1.0) > 1.0 else ""
         return (
-            f"{passes}  mean reward {self.mean_reward:.3f}  ({self.num_tasks} tasks x {self.samples} samples, "
+            f"{passes}  mean reward {self.mean_reward:.3f}{turns}  ({self.num_tasks} tasks x {self.samples} samples, "
             f"{self.duration_s:.0f} s)"
         )
 
@@ -79,9 +82,15 @@ class EvalReport:
 
 
 def summarize(
-    results: Sequence[TaskResult], ks: Sequence[int], samples: int, *, tokens: int = 0, duration_s: float = 0.0
+    results: Sequence[TaskResult],
+    ks: Sequence[int],
+    samples: int,
+    *,
+    tokens: int = 0,
+    duration_s: float = 0.0,
+    behaviour: dict[str, float] | None = None,
 ) -> EvalReport:
-    """Average unbiased pass@k over tasks (each task has ``samples`` samples)."""
+    """Average unbiased pass@k over tasks (each task has ``samples`` samples); ``behaviour`` is passed through."""
     bad = [k for k in ks if k > samples]
     if bad:
         raise ConfigError(
@@ -102,6 +111,7 @@ def summarize(
         tokens_generated=tokens,
         duration_s=duration_s,
         tasks=list(results),
+        behaviour=dict(behaviour or {}),
     )
 
 
@@ -140,6 +150,7 @@ async def evaluate(
     assembler = ChatAssembler(tokenizer, tools=first.tool_schemas() or None, template_mismatch=config.template_mismatch)
     metrics = RolloutMetrics()
     results = {task_id: TaskResult(task_id) for task_id in ids}
+    finished: list[Episode] = []
     with ThreadPoolExecutor(max_workers=slots) as executor:
         ctx = RunContext(engine=engine, config=config, assembler=assembler, executor=executor, metrics=metrics)
         jobs = [_run_one(ctx, envs, task_id, i) for task_id in ids for i in range(samples)]
@@ -151,11 +162,17 @@ async def evaluate(
                 result.rewards.append(float(episode.final_reward or 0.0))
                 if episode.error:
                     result.errors.append(episode.error)
+                finished.append(episode)
                 if on_episode is not None:
                     on_episode(episode)
         finally:
             while not envs.empty():
                 envs.get_nowait().close()
     return summarize(
-        list(results.values()), ks, samples, tokens=metrics.tokens_generated, duration_s=time.perf_counter() - started
+        list(results.values()),
+        ks,
+        samples,
+        tokens=metrics.tokens_generated,
+        duration_s=time.perf_counter() - started,
+        behaviour=behaviour_metrics(finished),
     )

@@ -113,7 +113,14 @@ class Episode(BaseModel):
         "running", description="running, partial (aborted mid-way, resumable), complete, truncated, failed."
     )
     final_reward: float | None = Field(
-        None, description="Outcome reward (sum of per-turn rewards unless the env says otherwise)."
+        None,
+        description="The episode's outcome R_i: the env's info['outcome'] when it set one, else the sum of the "
+        "per-turn rewards (the return).",
+    )
+    outcome: float | None = Field(
+        None,
+        description="The env's own outcome (info['outcome'] on the final step), separate from the turn rewards; "
+        "None when the env set none (then final_reward is the sum of the turn rewards).",
     )
     reward_components: dict[str, float] = Field(
         default_factory=dict, description="Named reward parts from env info, for logging."

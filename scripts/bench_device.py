@@ -175,14 +175,14 @@ def _rows(args: argparse.Namespace, vocab: int) -> list[Any]:
         mask = [t >= 63 for t in range(args.train_seq - 1)]
         adv = 1.0 if i % 2 == 0 else -1.0
         logp, turns, advs = [-5.0 if m else 0.0 for m in mask], [0 if m else -1 for m in mask], [adv * m for m in mask]
-        rows.append(TrainRow(ids, logp, mask, turns, advs, i))
+        rows.append(TrainRow([ids], logp, mask, turns, advs, i))
     return rows
 
 
 def _fresh(rows: list[Any]) -> list[Any]:
     from agentrl.trainer.batch import TrainRow
 
-    return [TrainRow(r.input_ids, list(r.logp_old), r.mask, r.turn_ids, r.adv, r.episode_index) for r in rows]
+    return [TrainRow(r.segments, list(r.logp_old), r.mask, r.turn_ids, r.adv, r.episode_index) for r in rows]
 
 
 def _updater(policy: torch.nn.Module, args: argparse.Namespace, dist: Any = None) -> Any:

@@ -50,7 +50,7 @@ def make_rows(batch: int, seq: int, prompt: int = 64) -> list[Any]:
         mask = [t >= prompt - 1 for t in range(seq - 1)]
         adv = 1.0 if i % 2 == 0 else -1.0
         logp = [(-5.0 - 0.01 * (t % 7)) if m else 0.0 for t, m in enumerate(mask)]
-        rows.append(TrainRow(ids, logp, mask, [0 if m else -1 for m in mask], [adv if m else 0.0 for m in mask], i))
+        rows.append(TrainRow([ids], logp, mask, [0 if m else -1 for m in mask], [adv if m else 0.0 for m in mask], i))
     return rows
 
 

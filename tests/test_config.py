@@ -128,3 +128,111 @@ def test_missing_sections_and_files_and_bad_yaml(tmp_path: Path) -> None:
     listing.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="must hold a mapping of sections"):
         load_config(listing)
+
+
+def test_training_checks_run_for_every_command_and_are_reported_together() -> None:
+    """load_config (agentrl train, rollout, eval, --dry-run) runs every cross-field check, the plug-ins' too."""
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            TINY,
+            [
+                "rollout.group_size=3",
+                "trainer.mini_batches=4",
+                "rollout.staleness_policy=mask",
+                "algorithm.loss=gspo",
+                "algorithm.turn_advantage=discounted_return",
+                "algorithm.adv_scale=none",
+            ],
+        )
+    message = str(info.value)
+    assert "has 4 problems" in message
+    assert (
+        "  trainer.mini_batches: a step's 6 episodes (rollout.group_size=3 x rollout.prompts_per_step=2) do " in message
+    )
+    assert "  algorithm.max_token_lag: rollout.staleness_policy is 'mask' but no lag bound is set" in message
+    assert (
+        "  algorithm.turn_advantage: 'discounted_return' gives per-turn advantages, but loss 'gspo' takes one "
+        "advantage per sequence -> use algorithm.loss: gspo_token" in message
+    )
+    assert "  algorithm.adv_scale: adv_scale 'none' is not implemented by turn_advantage 'discounted_return'" in message
+    with pytest.raises(ConfigError, match="group_size 1 gives every episode advantage 0"):
+        load_config(TINY, ["rollout.group_size=1"])
+
+
+def test_plugin_names_and_settings_errors_name_the_key_and_the_fix() -> None:
+    def problems(*overrides: str) -> str:
+        with pytest.raises(ConfigError) as info:
+            load_config(TINY, list(overrides))
+        return str(info.value)
+
+    assert (
+        "  algorithm.loss: unknown policy loss 'gspo_tokn'. Did you mean 'gspo_token'? -> choose one of grpo, gspo, "
+        "gspo_token, or register yours with agentrl.algos.register_loss" in problems("algorithm.loss=gspo_tokn")
+    )
+    assert "  algorithm.turn_advantage: unknown advantage scheme 'outcom'. Did you mean 'outcome'?" in problems(
+        "algorithm.turn_advantage=outcom"
+    )
+    assert "algorithm.loss.eps_lw: unknown key (value 0.1) -> Did you mean 'eps_low'?" in problems(
+        "algorithm.loss.eps_lw=0.1"
+    )
+    assert "algorithm.loss.eps_low: eps_low=1.0 must lie in (0, 1)" in problems("algorithm.loss.eps_low=1.0")
+    assert "grpo has no sequence log-ratio to clamp" in problems(
+        "algorithm.loss=grpo", "algorithm.loss.log_ratio_clamp=12"
+    )
+    assert "gamma is a setting of discounted_return, not of outcome" in problems("algorithm.turn_advantage.gamma=0.9")
+    assert "algorithm.gamma: unknown key (value 0.9) -> moved: set algorithm.turn_advantage.gamma" in problems(
+        "algorithm.gamma=0.9"
+    )
+    assert "algorithm.eps_low: unknown key (value 0.2) -> moved: set algorithm.loss.eps_low" in problems(
+        "algorithm.eps_low=0.2"
+    )
+    assert "old_logprobs 'recompute' already replaces them" in problems(
+        "algorithm.audit_every=5", "algorithm.old_logprobs=recompute"
+    )
+
+
+def test_plugin_settings_take_dotted_overrides_and_survive_a_dump() -> None:
+    config = load_config(TINY, ["algorithm.loss.eps_high=0.001", "algorithm.turn_advantage.name=discounted_return"])
+    assert config.algorithm.loss.name == "gspo_token" and config.algorithm.loss.eps_high == 0.001  # type: ignore[attr-defined]
+    config = load_config(TINY, ["algorithm.turn_advantage={name: discounted_return, gamma: 0.9}"])
+    dumped = config.model_dump(mode="json")
+    assert dumped["algorithm"]["turn_advantage"] == {
+        "name": "discounted_return",
+        "gamma": 0.9,
+        "episode_weight": 0.0,
+        "step_weight": 1.0,
+    }
+    assert RunConfig.model_validate(dumped) == config  # what a checkpoint or wandb records loads back
+
+
+def test_every_plugin_setting_is_documented() -> None:
+    from agentrl.algos import LOSSES, SCHEMES
+
+    undocumented = [
+        f"{registry.key}={name}: {field}"
+        for registry in (LOSSES, SCHEMES)
+        for name in registry.names()
+        for field, info in registry.get(name).model_fields.items()
+        if field != "name" and not info.description
+    ]
+    assert undocumented == []
+
+
+def test_import_modules_registers_a_users_loss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentrl.algos import LOSSES
+
+    (tmp_path / "my_losses.py").write_text(
+        "from typing import Literal\n"
+        "from agentrl.algos import GSPOToken, register_loss\n\n\n"
+        "class Wide(GSPOToken):\n"
+        '    """GSPO-token with a wider default band."""\n\n'
+        '    name: Literal["wide"] = "wide"\n'
+        "    eps_low: float = 0.01\n\n\n"
+        "register_loss(Wide)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(LOSSES, "_classes", dict(LOSSES._classes))
+    config = load_config(TINY, ["algorithm.import_modules=[my_losses]", "algorithm.loss=wide"])
+    assert config.algorithm.loss.name == "wide" and config.algorithm.loss.eps_low == 0.01  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"algorithm.import_modules: cannot import 'no_such_losses'"):
+        load_config(TINY, ["algorithm.import_modules=[no_such_losses]"])

@@ -28,7 +28,7 @@ def test_good_returns_pass_and_come_back_as_plain_values() -> None:
     out = checked_step(Quiz(), ([], np.float32(0.5), np.bool_(True), False, {"success": np.bool_(True)}))
     assert (out.messages, out.reward, out.terminated, out.truncated) == ([], 0.5, True, False)
     assert type(out.reward) is float and type(out.terminated) is bool
-    checked_step(Quiz(), ((user("a"),), 1, False, False, {"final_reward": None, "sandbox_time_s": None}))
+    checked_step(Quiz(), ((user("a"),), 1, False, False, {"outcome": None, "sandbox_time_s": None}))
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_bad_reset_returns_name_what_was_returned_and_what_is_required(value: An
         (([], 1.0, "yes", False, {}), r"terminated/truncated are 'yes' \(a str\)/False \(a bool\), not bools"),
         (([], 1.0, True, False, {"success": "yes"}), r"info\['success'\] is 'yes' \(a str\); it must be a bool"),
         (([], 1.0, True, False, {"reward_components": {"a": "1"}}), r"info\['reward_components'\] .* a dict of"),
-        (([], 1.0, True, False, {"final_reward": math.inf}), r"info\['final_reward'\] is inf"),
+        (([], 1.0, True, False, {"outcome": math.inf}), r"info\['outcome'\] is inf"),
         (([], 1.0, True, False, {"sandbox_time_s": -1}), r"info\['sandbox_time_s'\] is -1"),
     ],
 )
@@ -101,7 +101,7 @@ def test_every_info_key_agentrl_reads_is_documented_on_env_info() -> None:
     read = {key: path for path in (ROOT / "agentrl").rglob("*.py") for key in _info_keys_read(path)}
     read.pop("logprob_semantics", None)  # an SGLang server's /get_server_info answer, not an env's info
     read.pop("return_original_logprob", None)
-    assert set(EnvInfo.__annotations__) >= {"success", "reward_components", "final_reward", "max_new_tokens"}
+    assert set(EnvInfo.__annotations__) >= {"success", "reward_components", "outcome", "max_new_tokens"}
     undocumented = {
         key: str(path.relative_to(ROOT)) for key, path in read.items() if key not in EnvInfo.__annotations__
     }

@@ -1,20 +1,69 @@
-"""Advantage schemes and policy losses (GSPO.md section 4): small pure functions over padded tensors."""
+"""Advantage schemes and policy losses (GSPO.md section 4): registered plug-ins plus small pure functions.
+
+A loss is a ``PolicyLoss`` and a scheme an ``AdvantageScheme``: one class each (its settings are its
+fields), registered by one line below or, for your own, with ``register_loss`` / ``register_scheme``
+in your module (named in ``algorithm.import_modules``). See docs/extending.md.
+"""
 
 from agentrl.algos.advantages import (
-    TURN_ADVANTAGE_SCHEMES,
+    DiscountedReturn,
+    Outcome,
+    OutcomePlusTurn,
     broadcast_turn_advantages,
-    group_advantages,
+    make_scheme,
     turn_advantages,
 )
-from agentrl.algos.losses import POLICY_LOSSES, PolicyLossOutput, check_loss_settings, policy_loss
+from agentrl.algos.loss_base import (
+    LOSSES,
+    LossBatch,
+    LossTerms,
+    Metric,
+    PolicyLoss,
+    PolicyLossOutput,
+    PreparedBatch,
+    maximum,
+    ratio,
+    register_loss,
+    summed,
+)
+from agentrl.algos.losses import GRPO, GSPO, GSPOToken, make_loss, policy_loss
+from agentrl.algos.scheme_base import (
+    SCHEMES,
+    AdvantageScheme,
+    Normalization,
+    RewardBatch,
+    group_advantages,
+    register_scheme,
+)
+
+register_loss(GSPOToken)
+register_loss(GSPO)
+register_loss(GRPO)
+register_scheme(Outcome)
+register_scheme(OutcomePlusTurn)
+register_scheme(DiscountedReturn)
 
 __all__ = [
-    "POLICY_LOSSES",
-    "TURN_ADVANTAGE_SCHEMES",
+    "LOSSES",
+    "SCHEMES",
+    "AdvantageScheme",
+    "LossBatch",
+    "LossTerms",
+    "Metric",
+    "Normalization",
+    "PolicyLoss",
     "PolicyLossOutput",
+    "PreparedBatch",
+    "RewardBatch",
     "broadcast_turn_advantages",
-    "check_loss_settings",
     "group_advantages",
+    "make_loss",
+    "make_scheme",
+    "maximum",
     "policy_loss",
+    "ratio",
+    "register_loss",
+    "register_scheme",
+    "summed",
     "turn_advantages",
 ]

@@ -39,16 +39,15 @@ def run_command(args: argparse.Namespace) -> int:
     """Load and validate the config, then train (or stop after validation with --dry-run)."""
     from agentrl.config.loader import load_config
     from agentrl.trainer.loop import train
-    from agentrl.trainer.validate import check_resume, validate_run_config
+    from agentrl.trainer.validate import check_resume
 
-    cfg = load_config(args.config, args.overrides)
-    validate_run_config(cfg)
+    cfg = load_config(args.config, args.overrides)  # every config problem, cross-field ones included
     if args.resume:
         check_resume(Path(args.resume), cfg)
     if args.dry_run:
         from agentrl.trainer.preflight import preflight
 
-        print(f"[train] config {args.config!r} is valid ({cfg.trainer.steps} steps, loss {cfg.algorithm.loss})")
+        print(f"[train] config {args.config!r} is valid ({cfg.trainer.steps} steps, loss {cfg.algorithm.loss.name})")
         for line in preflight(cfg):
             print(f"[train] ok: {line}")
         print("[train] dry run passed: nothing was trained")

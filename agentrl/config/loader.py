@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agentrl.config.problems import Problem, ProblemsError, problems_from_errors, raise_problems
 from agentrl.config.run import RunConfig
@@ -58,8 +58,12 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def apply_override(data: dict[str, Any], override: str) -> Problem | None:
-    """Apply one ``dotted.key=value`` override to ``data`` in place; returns a Problem instead of raising."""
+def apply_override(data: dict[str, Any], override: str, model: type[BaseModel] | None = RunConfig) -> Problem | None:
+    """Apply one ``dotted.key=value`` override to ``data`` in place; returns a Problem instead of raising.
+
+    A plug-in given by name alone (``algorithm.loss: grpo``) is opened into ``{name: grpo}`` when an
+    override sets one of its settings (``algorithm.loss.eps_low=0.1``).
+    """
     key, sep, raw = override.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
@@ -72,6 +76,8 @@ def apply_override(data: dict[str, Any], override: str) -> Problem | None:
     parts = key.split(".")
     for depth, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
+        if isinstance(child, str) and part in getattr(model, "plugin_fields", ()):
+            child = node[part] = {"name": child}
         if not isinstance(child, dict):
             prefix = ".".join(parts[: depth + 1])
             return Problem(
@@ -79,12 +85,19 @@ def apply_override(data: dict[str, Any], override: str) -> Problem | None:
                 f"{prefix} is {child!r}, not a section, so it has no key {parts[depth + 1]!r}",
                 f"override {prefix}=... instead",
             )
+        model = _section_model(model, part)
         node = child
     node[parts[-1]] = value
     return None
 
 
-def _validation_problems(exc: ValidationError) -> list[Problem]:
+def _section_model(model: type[BaseModel] | None, name: str) -> type[BaseModel] | None:
+    field = model.model_fields.get(name) if model is not None else None
+    annotation = field.annotation if field is not None else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _validation_problems(exc: ValidationError, data: dict[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
     field_errors = []
     for error in exc.errors():
@@ -93,7 +106,7 @@ def _validation_problems(exc: ValidationError) -> list[Problem]:
             problems.extend(cause.problems)
         else:
             field_errors.append(error)
-    return problems_from_errors(field_errors, RunConfig) + problems
+    return problems_from_errors(field_errors, RunConfig, data=data) + problems
 
 
 def build_config(
@@ -108,7 +121,7 @@ def build_config(
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        found.extend(_validation_problems(exc))
+        found.extend(_validation_problems(exc, data))
     env_data = data.get("env")
     if check_env and isinstance(env_data, dict) and not any(p.key == "env" or p.key.startswith("env.") for p in found):
         from agentrl.registry import env_config_problems  # lazy: the registry imports the config sections

@@ -32,21 +32,34 @@ class Problem:
         return f"  {self.key or '(top level)'}: {self.message}{fix}"
 
 
-def _submodel(model: type[BaseModel] | None, name: str | int) -> type[BaseModel] | None:
+def _submodel(model: type[BaseModel] | None, name: str | int, value: Any = _MISSING) -> type[BaseModel] | None:
+    """The model of field ``name``; for a plug-in field (``plugin_model``), the class its raw ``value`` selects."""
     if model is None or not isinstance(name, str) or name not in model.model_fields:
         return None
+    plugin_model = getattr(model, "plugin_model", None)
+    chosen = plugin_model(name, value) if plugin_model is not None and value is not _MISSING else None
+    if chosen is not None:
+        return chosen
     annotation = model.model_fields[name].annotation
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
 def _walk(
-    model: type[BaseModel] | None, loc: Sequence[str | int]
+    model: type[BaseModel] | None, loc: Sequence[str | int], data: Any = _MISSING
 ) -> tuple[type[BaseModel] | None, type[BaseModel] | None]:
-    """The model owning the last element of ``loc`` and the model of that element (if any)."""
+    """The model owning the last element of ``loc`` and the model of that element (if any).
+
+    ``data`` (the raw config) lets plug-in fields resolve to the settings class their name selects.
+    """
     parent = model
+    node = data
     for part in loc[:-1]:
-        parent = _submodel(parent, part)
-    return parent, _submodel(parent, loc[-1]) if loc else model
+        node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        parent = _submodel(parent, part, node)
+    if not loc:
+        return parent, model
+    last = node.get(loc[-1], _MISSING) if isinstance(node, dict) else _MISSING
+    return parent, _submodel(parent, loc[-1], last)
 
 
 def _describe(value: Any) -> str:
@@ -54,15 +67,20 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
-def _one_problem(error: dict[str, Any], model: type[BaseModel] | None, prefix: str) -> Problem:
+def _one_problem(error: dict[str, Any], model: type[BaseModel] | None, prefix: str, data: Any) -> Problem:
     loc = [part for part in error["loc"]]
     key = ".".join([prefix, *map(str, loc)] if prefix else map(str, loc))
-    owner, _ = _walk(model, loc)
+    ctx = error.get("ctx") or {}
+    if "message" in ctx and "fix" in ctx:  # our own PydanticCustomError: message and fix already written
+        return Problem(key, str(ctx["message"]), str(ctx["fix"]))
+    owner, _ = _walk(model, loc, data)
     value = error.get("input", _MISSING)
     if error["type"] == "extra_forbidden":
         known = sorted(owner.model_fields) if owner is not None else []
-        hint = did_you_mean(str(loc[-1]), known).strip()
-        fix = f"{hint} Known keys here: {', '.join(known)}" if known else "remove it"
+        hint_of = getattr(owner, "unknown_key_hint", None)
+        hint = (hint_of(str(loc[-1])) if callable(hint_of) else "") or did_you_mean(str(loc[-1]), known).strip()
+        sep = " " if not hint or hint.endswith((".", "?")) else ". "
+        fix = f"{hint}{sep}Known keys here: {', '.join(known)}" if known else "remove it"
         shown = f" (value {_describe(value)})" if value is not _MISSING else ""
         return Problem(key, f"unknown key{shown}", fix.strip())
     if error["type"] == "missing":
@@ -73,14 +91,18 @@ def _one_problem(error: dict[str, Any], model: type[BaseModel] | None, prefix: s
     doc = field.description if field is not None and field.description else ""
     shown = f" (got {_describe(value)})" if value is not _MISSING else ""
     fix = f"set a valid value; {key.rsplit('.', 1)[-1]} is: {doc}" if doc else "set a valid value"
-    return Problem(key, f"{error['msg']}{shown}", fix)
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return Problem(key, f"{message}{shown}", fix)
 
 
 def problems_from_errors(
-    errors: Sequence[dict[str, Any]], model: type[BaseModel] | None = None, prefix: str = ""
+    errors: Sequence[dict[str, Any]], model: type[BaseModel] | None = None, prefix: str = "", data: Any = _MISSING
 ) -> list[Problem]:
-    """One ``Problem`` per pydantic error dict (``ValidationError.errors()``), keyed by dotted path."""
-    return [_one_problem(error, model, prefix) for error in errors]
+    """One ``Problem`` per pydantic error dict (``ValidationError.errors()``), keyed by dotted path.
+
+    ``data``, the validated mapping, lets errors inside a plug-in's settings name that plug-in's keys.
+    """
+    return [_one_problem(error, model, prefix, data) for error in errors]
 
 
 def problems_from_validation(

@@ -1,7 +1,9 @@
 """``RunConfig``: the whole run (model, engine, env, rollout, algorithm, trainer, logging) and its cross-field checks.
 
-Field checks live on the sections (``agentrl.config.sections``); the checks here relate fields of
-different sections. All problems are reported together, each with its dotted key and the fix.
+Field checks live on the sections (``agentrl.config.sections``) and on the plug-ins they name; the checks
+here relate fields of different sections, and ``load_config`` runs them for every command. Only the
+batch split depends on the number of ranks: the trainer re-checks it at start-up under torchrun
+(``cross_field_problems(world_size)``). All problems are reported together, each with its key and fix.
 """
 
 from __future__ import annotations
@@ -51,8 +53,11 @@ class RunConfig(StrictModel):
         default_factory=EvalConfig, description="Held-out evaluation before and after training (agentrl train)."
     )
 
-    def cross_field_problems(self) -> list[Problem]:
-        """Problems that involve more than one section (empty when the config is consistent)."""
+    def cross_field_problems(self, world_size: int = 1) -> list[Problem]:
+        """Problems that involve more than one field or section (empty when the config is consistent).
+
+        ``world_size``: data-parallel ranks the step's episodes are split over (torchrun re-checks at start-up).
+        """
         engine, rollout = self.engine, self.rollout
         problems: list[Problem] = list(engine.problems())  # the backend owns its own checks
         if rollout.max_new_tokens >= rollout.max_episode_tokens:
@@ -73,14 +78,53 @@ class RunConfig(StrictModel):
                     f"set rollout.max_episode_tokens <= {engine.max_seq_len} or raise engine.max_seq_len",
                 )
             )
+        problems.extend(self._batch_problems(world_size))
+        problems.extend(self._training_problems())
+        return problems
+
+    def _batch_problems(self, world_size: int) -> list[Problem]:
+        """A step's episodes must split into trainer.mini_batches equal mini-batches on every rank."""
+        rollout, mini_batches = self.rollout, self.trainer.mini_batches
         episodes = rollout.group_size * rollout.prompts_per_step
-        if self.trainer.mini_batches > episodes:
-            problems.append(
+        if mini_batches > episodes:
+            return [
                 Problem(
                     "trainer.mini_batches",
-                    f"{self.trainer.mini_batches} mini-batches but a step has only {episodes} episodes "
+                    f"{mini_batches} mini-batches but a step has only {episodes} episodes "
                     "(rollout.group_size * rollout.prompts_per_step)",
                     f"set trainer.mini_batches <= {episodes}",
+                )
+            ]
+        if episodes % (mini_batches * world_size):
+            return [
+                Problem(
+                    "trainer.mini_batches",
+                    f"a step's {episodes} episodes (rollout.group_size={rollout.group_size} x "
+                    f"rollout.prompts_per_step={rollout.prompts_per_step}) do not split into {mini_batches} "
+                    f"mini-batches x {world_size} ranks",
+                    f"make rollout.group_size * rollout.prompts_per_step a multiple of {mini_batches * world_size}",
+                )
+            ]
+        return []
+
+    def _training_problems(self) -> list[Problem]:
+        """The algorithm's own checks (its loss and scheme) and those relating it to the rollout."""
+        rollout, algo = self.rollout, self.algorithm
+        problems = algo.problems()
+        if rollout.staleness_policy == "mask" and algo.max_token_lag is None:
+            problems.append(
+                Problem(
+                    "algorithm.max_token_lag",
+                    "rollout.staleness_policy is 'mask' but no lag bound is set, so stale tokens would be trained",
+                    f"set algorithm.max_token_lag (e.g. {rollout.max_staleness})",
+                )
+            )
+        if rollout.group_size < 2:
+            problems.append(
+                Problem(
+                    "rollout.group_size",
+                    "group_size 1 gives every episode advantage 0 (nothing to learn)",
+                    "set rollout.group_size >= 2",
                 )
             )
         return problems

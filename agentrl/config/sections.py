@@ -1,16 +1,20 @@
 """Config sections of a run: model, env, rollout, algorithm, trainer, logging, eval.
 
-Each field is documented once, here; the engine section is one model per backend
-(``agentrl.engines.registry``). Cross-field checks live in ``agentrl.config.run``.
+Each field is documented once, here (a plug-in's settings on its own class); the engine section is one model
+per backend (``agentrl.engines.registry``). Cross-field checks live in ``agentrl.config.run``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import importlib
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field, SerializeAsAny, field_validator
+from pydantic_core import PydanticCustomError
 
 from agentrl.config.base import StrictModel
+from agentrl.config.plugins import PluginSettings
+from agentrl.config.problems import Problem
 
 
 class ModelConfig(StrictModel):
@@ -105,36 +109,50 @@ class RolloutConfig(StrictModel):
     seed: int = Field(0, description="Seed of the dataset order and episode seeds.")
 
 
-class AlgorithmConfig(StrictModel):
-    """Loss and advantage settings (see shared/GSPO.md)."""
+def _moved(key: str, section: str, example: str) -> str:
+    """The fix for a setting that moved from the algorithm section into its plug-in's settings."""
+    return f"moved: set algorithm.{section}.{key} (e.g. algorithm.{section}: {{name: {example}, {key}: ...}})"
 
-    loss: Literal["gspo_token", "gspo", "grpo"] = Field(
-        "gspo_token", description="Policy loss: gspo_token (sequence ratio, token advantages), gspo, or grpo."
+
+class AlgorithmConfig(StrictModel):
+    """Loss and advantage settings (see shared/GSPO.md). The loss and the scheme are registered plug-ins."""
+
+    import_modules: list[str] = Field(
+        default_factory=list,
+        description="Modules imported before the loss and turn_advantage names are looked up, so the losses and "
+        "schemes they register (agentrl.algos.register_loss / register_scheme) can be named here.",
     )
-    eps_low: float = Field(
-        3e-4,
-        gt=0.0,
-        lt=1.0,
-        description="Lower clip range: ratios below 1 - eps_low are clipped (GSPO: 3e-4; GRPO: 0.2).",
+    loss: SerializeAsAny[PluginSettings] = Field(
+        "gspo_token",
+        validate_default=True,
+        description="Policy loss: a registered name (gspo_token, gspo, grpo, or one you register) or a mapping with "
+        "its name and settings, e.g. {name: grpo, eps_low: 0.2}. Bundled settings: eps_low and eps_high (clip range; "
+        "gspo/gspo_token 3e-4/4e-4, grpo 0.2/0.28) and log_ratio_clamp (gspo/gspo_token, >= 10, off by default).",
     )
-    eps_high: float = Field(
-        4e-4, gt=0.0, description="Upper clip range: ratios above 1 + eps_high are clipped (GSPO: 4e-4; GRPO: 0.28)."
+    turn_advantage: SerializeAsAny[PluginSettings] = Field(
+        "outcome",
+        validate_default=True,
+        description="Per-turn advantage scheme (GSPO.md section 3.2): a registered name (outcome, outcome_plus_turn, "
+        "discounted_return, or one you register) or a mapping with its name and settings, e.g. {name: "
+        "discounted_return, gamma: 0.95}. Settings: lam (outcome_plus_turn); gamma, episode_weight, step_weight "
+        "(discounted_return).",
     )
     adv_eps: float = Field(1e-6, gt=0.0, description="Added to the group std when normalising advantages.")
     adv_scale: Literal["std", "none"] = Field(
-        "std", description="Divide advantages by the group std (std) or not (none, Dr-GRPO)."
+        "std",
+        description="Divide advantages by the group std (std) or not (none, Dr-GRPO; schemes declare which they "
+        "support).",
     )
-    turn_advantage: Literal["outcome", "outcome_plus_turn", "discounted_return"] = Field(
-        "outcome", description="Per-turn advantage scheme (GSPO.md section 3.2)."
-    )
-    lam: float = Field(1.0, description="outcome_plus_turn: weight of the normalised turn reward.")
-    gamma: float = Field(1.0, ge=0.0, le=1.0, description="discounted_return: discount over turns.")
-    episode_weight: float = Field(0.0, description="discounted_return: weight of the outcome advantage (alpha).")
-    step_weight: float = Field(1.0, description="discounted_return: weight of the normalised return-to-go (omega).")
     old_logprobs: Literal["engine", "recompute"] = Field(
         "engine",
-        description="pi_old: the engine's logprobs (default, no extra pass) or a trainer recompute (diagnostic; logs "
-        "the mismatch).",
+        description="pi_old: the engine's logprobs (default, no extra pass) or a trainer recompute that replaces them "
+        "(logs the mismatch as mismatch/*).",
+    )
+    audit_every: int = Field(
+        0,
+        ge=0,
+        description="With old_logprobs engine: every K steps (steps 1, 1+K, ...) recompute the batch's logprobs with "
+        "the trainer before the update, without using them, and log the engine-trainer mismatch as audit/*; 0 = off.",
     )
     max_token_lag: int | None = Field(
         None,
@@ -142,9 +160,81 @@ class AlgorithmConfig(StrictModel):
         description="Mask (exclude from the loss) tokens sampled more than this many policy versions ago; None keeps "
         "all.",
     )
-    log_ratio_clamp: float | None = Field(
-        None, ge=10.0, description="Optional safety clamp on log s (>= 10); off by default."
-    )
+
+    moved_keys: ClassVar[dict[str, str]] = {
+        "eps_low": _moved("eps_low", "loss", "gspo_token"),
+        "eps_high": _moved("eps_high", "loss", "gspo_token"),
+        "log_ratio_clamp": _moved("log_ratio_clamp", "loss", "gspo_token"),
+        "lam": _moved("lam", "turn_advantage", "outcome_plus_turn"),
+        "gamma": _moved("gamma", "turn_advantage", "discounted_return"),
+        "episode_weight": _moved("episode_weight", "turn_advantage", "discounted_return"),
+        "step_weight": _moved("step_weight", "turn_advantage", "discounted_return"),
+    }
+    plugin_fields: ClassVar[frozenset[str]] = frozenset({"loss", "turn_advantage"})
+
+    @classmethod
+    def unknown_key_hint(cls, key: str) -> str:
+        """Where a setting that moved into the loss or scheme settings lives now."""
+        return cls.moved_keys.get(key, "")
+
+    @field_validator("import_modules")
+    @classmethod
+    def _import_plugins(cls, modules: list[str]) -> list[str]:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                raise PydanticCustomError(
+                    "plugin_import",
+                    "{message}",
+                    {
+                        "message": f"cannot import {name!r}: {exc}",
+                        "fix": "install it, put its directory on PYTHONPATH, or remove it from the list",
+                    },
+                ) from exc
+        return modules
+
+    @field_validator("loss", mode="before")
+    @classmethod
+    def _resolve_loss(cls, value: Any) -> Any:
+        return _registry("loss").resolve(value, default=cls.model_fields["loss"].default)
+
+    @field_validator("turn_advantage", mode="before")
+    @classmethod
+    def _resolve_scheme(cls, value: Any) -> Any:
+        return _registry("turn_advantage").resolve(value, default=cls.model_fields["turn_advantage"].default)
+
+    @classmethod
+    def plugin_model(cls, field: str, value: Any) -> type[BaseModel] | None:
+        """The settings class a raw ``loss`` / ``turn_advantage`` value selects (for error messages)."""
+        if field not in cls.plugin_fields:
+            return None
+        return _registry(field).settings_model(value, default=cls.model_fields[field].default)
+
+    def problems(self) -> list[Problem]:
+        """Checks that relate the loss, the scheme and the other algorithm settings (each plug-in owns its own)."""
+        problems = [*self.loss.problems(self), *self.turn_advantage.problems(self)]  # type: ignore[attr-defined]
+        if self.audit_every and self.old_logprobs == "recompute":
+            problems.append(
+                Problem(
+                    "algorithm.audit_every",
+                    f"{self.audit_every} audits engine logprobs, but old_logprobs 'recompute' already replaces them "
+                    "and logs the mismatch every step (mismatch/*)",
+                    "set algorithm.audit_every: 0, or old_logprobs: engine",
+                )
+            )
+        return problems
+
+    def audit_due(self, step: int) -> bool:
+        """True on the steps the engine-logprob audit runs (1, 1 + K, 1 + 2K, ...)."""
+        return self.audit_every > 0 and self.old_logprobs == "engine" and (step - 1) % self.audit_every == 0
+
+
+def _registry(field: str) -> Any:
+    """The plug-in registry of an algorithm field (imported late: the algorithms import torch)."""
+    from agentrl.algos import LOSSES, SCHEMES
+
+    return LOSSES if field == "loss" else SCHEMES
 
 
 class TrainerConfig(StrictModel):

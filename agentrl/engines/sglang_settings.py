@@ -47,29 +47,29 @@ class ServerSettings:
         return ", ".join(parts + self.notes)
 
 
-def read_settings(url: str, info: dict[str, Any]) -> ServerSettings:
+def read_settings(url: str, server_info: dict[str, Any]) -> ServerSettings:
     """Check one server's ``/server_info`` reply; EngineConfigError on settings that break training."""
-    if not isinstance(info, dict) or "version" not in info:
+    if not isinstance(server_info, dict) or "version" not in server_info:
         raise EngineConfigError(
-            f"{url}/server_info returned no server information ({str(info)[:200]}); is this an SGLang server "
+            f"{url}/server_info returned no server information ({str(server_info)[:200]}); is this an SGLang server "
             "(>= 0.5.1) or agentrl serve?"
         )
-    version_from_wire(info.get("weight_version"))  # an unusable version string fails here, naming the fix
+    version_from_wire(server_info.get("weight_version"))  # an unusable version string fails here, naming the fix
     settings = ServerSettings(
         url=url,
-        version=str(info["version"]),
-        tp_size=int(info.get("tp_size") or 1),
-        skip_tokenizer_init=bool(info.get("skip_tokenizer_init")),
-        rl_on_policy_target=info.get("rl_on_policy_target") or None,
-        deterministic=bool(info.get("enable_deterministic_inference")),
+        version=str(server_info["version"]),
+        tp_size=int(server_info.get("tp_size") or 1),
+        skip_tokenizer_init=bool(server_info.get("skip_tokenizer_init")),
+        rl_on_policy_target=server_info.get("rl_on_policy_target") or None,
+        deterministic=bool(server_info.get("enable_deterministic_inference")),
     )
     if _older_than(settings.version, (0, 5, 1)):
         raise EngineConfigError(
             f"{url} runs SGLang {settings.version}; agentrl needs >= 0.5.1 (weight_version in every reply), and "
             "0.5.10+ is tested: upgrade sglang on the server"
         )
-    if int(info.get("dp_size") or 1) > 1:
-        settings.notes.append(f"dp_size {info['dp_size']}")
+    if int(server_info.get("dp_size") or 1) > 1:
+        settings.notes.append(f"dp_size {server_info['dp_size']}")
     return settings
 
 

@@ -34,13 +34,14 @@ class Entry:
 
 async def discover(http: HttpTransport, url: str) -> Entry:
     """Classify ``url`` (server or router) and list the workers behind it."""
-    status, info = await http.get_first(url, SERVER_INFO)
-    if status == 200 and isinstance(info, dict) and "version" in info:
+    status, server_info = await http.get_first(url, SERVER_INFO)
+    if status == 200 and isinstance(server_info, dict) and "version" in server_info:
         return Entry(url, is_router=False, workers=[url])
     workers = await list_router_workers(http, url)
     if workers is None:
         raise EngineConfigError(
-            f"{url} is neither an SGLang server (GET /server_info: HTTP {status}, {error_text(info)[:120]}) nor an "
+            f"{url} is neither an SGLang server (GET /server_info: HTTP {status}, {error_text(server_info)[:120]}) nor "
+            "an "
             "sglang-router that lists its workers (GET /workers); aborts and weight updates could not reach the "
             "servers behind it. List the servers in engine.urls, or put them behind sglang-router"
         )
@@ -60,13 +61,13 @@ async def list_router_workers(http: HttpTransport, url: str) -> list[str] | None
 
 async def read_worker(http: HttpTransport, url: str) -> tuple[ServerSettings, int]:
     """A worker's checked settings and the weight version it serves now (from /model_info)."""
-    status, info = await http.get_first(url, SERVER_INFO)
+    status, server_info = await http.get_first(url, SERVER_INFO)
     if status != 200:
-        raise EngineError(f"{url}/server_info failed (HTTP {status}): {error_text(info)}")
-    settings = read_settings(url, info)
+        raise EngineError(f"{url}/server_info failed (HTTP {status}): {error_text(server_info)}")
+    settings = read_settings(url, server_info)
     status, model = await http.get_first(url, MODEL_INFO)
     current: Any = model.get("weight_version") if status == 200 and isinstance(model, dict) else None
-    return settings, version_from_wire(current if current is not None else info.get("weight_version"))
+    return settings, version_from_wire(current if current is not None else server_info.get("weight_version"))
 
 
 async def read_workers(http: HttpTransport, urls: list[str]) -> dict[str, tuple[ServerSettings, int]]:

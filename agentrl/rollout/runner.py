@@ -228,16 +228,17 @@ class EpisodeRunner:
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}
         if terminated or truncated or len(self.episode.turns) >= self.max_turns:
-            final = info.get("final_reward")
-            self._finish("complete" if terminated else "truncated", final)
+            self._finish("complete" if terminated else "truncated", info.get("outcome"))
             return
         self.failure_source = "ledger"
         self.ledger.append_env(list(observation))
 
-    def _finish(self, status: str, final_reward: Any = None) -> None:
+    def _finish(self, status: str, outcome: Any = None) -> None:
+        """R_i: the env's separate outcome when it gave one, else the return (sum of the turn rewards)."""
         self.episode.status = status  # type: ignore[assignment]
         rewards = [t.reward for t in self.episode.turns if t.reward is not None]
-        self.episode.final_reward = float(final_reward) if final_reward is not None else float(sum(rewards))
+        self.episode.outcome = float(outcome) if outcome is not None else None
+        self.episode.final_reward = self.episode.outcome if outcome is not None else float(sum(rewards))
         self.ctx.metrics.completed += 1
 
 

@@ -1,18 +1,22 @@
-"""Episodes -> trainer rows -> token-budget micro-batches of right-padded tensors.
+"""Episodes -> trainer rows (one per episode) -> token-budget micro-batches of right-padded tensors.
 
-Invariant: a row's position t predicts ``input_ids[t + 1]``; its ``logp_old``/``mask``/``adv``
-arrays have length ``len(input_ids) - 1`` and the completion token at position P + j sits at
-index P + j - 1, holding the engine's logprob of exactly that token.
+Invariants: a segment's position t predicts ``input_ids[t + 1]``; its ``logp_old``/``mask``/``adv``
+arrays have length ``len(input_ids) - 1`` and the completion token at position P + j sits at index
+P + j - 1, holding the engine's logprob of exactly that token. An episode is ONE loss row (GSPO.md
+2.3: s_i and |y_i| over all its assistant tokens, N counts episodes) even when a chat template that
+rewrites history split it into several token segments: each segment is its own forward context, and
+their position arrays are concatenated into the episode's loss row.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from agentrl.algos import turn_advantages
+from agentrl.algos import Normalization, RewardBatch
 from agentrl.config.sections import AlgorithmConfig
 from agentrl.errors import ConfigError
 from agentrl.trajectory import Episode, TokenSegment
@@ -20,53 +24,86 @@ from agentrl.trajectory import Episode, TokenSegment
 
 @dataclass
 class TrainRow:
-    """One token segment of one episode, aligned for next-token logprobs."""
+    """One episode aligned for next-token logprobs: one loss row; one forward context per token segment.
 
-    input_ids: list[int]
+    The per-position lists concatenate the segments' ``len(segment) - 1`` positions in order.
+    """
+
+    segments: list[list[int]]
     logp_old: list[float]
     mask: list[bool]
     turn_ids: list[int]
     adv: list[float]
     episode_index: int
     stale_tokens: int = 0
+    versions: list[int] = field(default_factory=list)  # policy version per position (-1 off-policy); [] unknown
 
     @property
     def length(self) -> int:
-        """Tokens the forward pass sees."""
-        return len(self.input_ids)
+        """Longest segment: the padded width of this row's forward passes."""
+        return max(len(s) for s in self.segments)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the forward passes see (all segments)."""
+        return sum(len(s) for s in self.segments)
 
     @property
     def trainable(self) -> bool:
         """False when no masked token has a non-zero advantage: such a row gives exactly zero gradient."""
         return any(m and a != 0.0 for m, a in zip(self.mask, self.adv))
 
+    @classmethod
+    def concat(cls, parts: Sequence[TrainRow]) -> TrainRow:
+        """One episode's row from its segments' rows, in order."""
+        first = parts[0]
+        return cls(
+            [ids for p in parts for ids in p.segments],
+            [x for p in parts for x in p.logp_old],
+            [x for p in parts for x in p.mask],
+            [x for p in parts for x in p.turn_ids],
+            [x for p in parts for x in p.adv],
+            first.episode_index,
+            sum(p.stale_tokens for p in parts),
+            [x for p in parts for x in p.versions],
+        )
+
 
 @dataclass
 class MicroBatch:
-    """Right-padded tensors of a few rows; causal attention makes right padding invisible to real tokens."""
+    """Right-padded tensors of a few rows; causal attention makes right padding invisible to real tokens.
 
-    input_ids: torch.Tensor  # [b, L] long
-    logp_old: torch.Tensor  # [b, L-1] fp32
-    mask: torch.Tensor  # [b, L-1] bool
-    adv: torch.Tensor  # [b, L-1] fp32
-    turn_ids: torch.Tensor  # [b, L-1] long, -1 off-turn
+    ``input_ids``/``select`` are the forward layout (one row per segment); the other tensors are the
+    loss layout (one row per episode). ``loss_index`` maps loss positions into the flattened forward
+    logprobs; it is None when every episode has one segment (the two layouts are then the same).
+    """
+
+    input_ids: torch.Tensor  # [f, L] long
+    logp_old: torch.Tensor  # [b, T] fp32
+    mask: torch.Tensor  # [b, T] bool
+    adv: torch.Tensor  # [b, T] fp32
+    turn_ids: torch.Tensor  # [b, T] long, -1 off-turn
+    versions: torch.Tensor  # [b, T] long, -1 off-policy or unknown
+    select: torch.Tensor  # [f, L-1] bool: forward positions whose logprob the loss needs
+    loss_index: torch.Tensor | None = None  # [b, T] long into the flattened [f, L-1] forward logprobs
     rows: list[TrainRow] = field(default_factory=list)
 
     @property
     def targets(self) -> torch.Tensor:
-        """Token ids predicted at each position: input_ids shifted left by one."""
+        """Token ids predicted at each forward position: input_ids shifted left by one."""
         return self.input_ids[:, 1:]
+
+    def loss_layout(self, logp_fwd: torch.Tensor) -> torch.Tensor:
+        """Forward-layout logprobs [f, L-1] as loss rows [b, T] (differentiable; padding values are unused)."""
+        if self.loss_index is None:
+            return logp_fwd
+        return logp_fwd.reshape(-1)[self.loss_index]
 
     def to(self, device: torch.device | str) -> MicroBatch:
         """The same micro-batch on ``device``."""
-        return MicroBatch(
-            self.input_ids.to(device),
-            self.logp_old.to(device),
-            self.mask.to(device),
-            self.adv.to(device),
-            self.turn_ids.to(device),
-            self.rows,
-        )
+        index = self.loss_index.to(device) if self.loss_index is not None else None
+        tensors = (self.input_ids, self.logp_old, self.mask, self.adv, self.turn_ids, self.versions, self.select)
+        return MicroBatch(*(t.to(device) for t in tensors), loss_index=index, rows=self.rows)
 
 
 def segment_row(
@@ -84,6 +121,7 @@ def segment_row(
     mask = [False] * width
     turns = [-1] * width
     adv = [0.0] * width
+    versions = [-1] * width
     stale = 0
     for j, (lp, m, k, v) in enumerate(zip(segment.logprobs, segment.loss_mask, segment.turn_ids, segment.versions)):
         pos = n_prompt + j - 1
@@ -92,8 +130,8 @@ def segment_row(
         if max_token_lag is not None and current_version - v > max_token_lag:
             stale += 1
             continue
-        logp[pos], mask[pos], turns[pos], adv[pos] = float(lp), True, k, float(turn_adv[k])
-    return TrainRow(list(ids), logp, mask, turns, adv, episode_index, stale)
+        logp[pos], mask[pos], turns[pos], adv[pos], versions[pos] = float(lp), True, k, float(turn_adv[k]), v
+    return TrainRow([list(ids)], logp, mask, turns, adv, episode_index, stale, versions)
 
 
 def _turn_count(episode: Episode) -> int:
@@ -101,10 +139,21 @@ def _turn_count(episode: Episode) -> int:
     return max(len(episode.turns), max_turn + 1)
 
 
+def reward_batch(episodes: Sequence[Episode], group_size: int) -> RewardBatch:
+    """The schemes' input: R_i = final_reward, separate only when the env gave an outcome of its own."""
+    turn_rewards: list[list[float | None]] = []
+    for ep in episodes:
+        rewards = list(ep.turn_rewards)
+        turn_rewards.append(rewards + [None] * (_turn_count(ep) - len(rewards)))
+    outcomes = [math.nan if ep.final_reward is None else float(ep.final_reward) for ep in episodes]
+    separate = [ep.outcome is not None for ep in episodes]
+    return RewardBatch(outcomes, turn_rewards, group_size, separate_outcome=separate)
+
+
 def build_rows(
     groups: Sequence[Sequence[Episode]], group_size: int, algo: AlgorithmConfig, current_version: int
 ) -> list[TrainRow]:
-    """Per-turn advantages for every group (GSPO.md 3.2), then one row per token segment."""
+    """Per-turn advantages for every group by the configured scheme (GSPO.md 3.2), then one row per episode."""
     episodes: list[Episode] = []
     for index, group in enumerate(groups):
         if len(group) != group_size:
@@ -113,43 +162,13 @@ def build_rows(
                 "the rollout must hand the trainer complete groups"
             )
         episodes.extend(group)
-    turn_rewards: list[list[float | None]] = []
-    for ep in episodes:
-        rewards = list(ep.turn_rewards)
-        turn_rewards.append(rewards + [None] * (_turn_count(ep) - len(rewards)))
-    outcomes = [float("nan") if ep.final_reward is None else float(ep.final_reward) for ep in episodes]
-    turn_adv = turn_advantages(
-        algo.turn_advantage,
-        outcomes,
-        turn_rewards,
-        group_size,
-        eps=algo.adv_eps,
-        lam=algo.lam,
-        gamma=algo.gamma,
-        episode_weight=algo.episode_weight,
-        step_weight=algo.step_weight,
-    )
-    if algo.adv_scale == "none":
-        turn_adv = _unscaled(algo, outcomes, turn_rewards, group_size, turn_adv)
+    scheme = algo.turn_advantage
+    norm = Normalization(eps=algo.adv_eps, scale=algo.adv_scale)
+    turn_adv = scheme(reward_batch(episodes, group_size), norm)  # type: ignore[operator]
     return [
-        segment_row(seg, turn_adv[i], i, current_version, algo.max_token_lag)
+        TrainRow.concat([segment_row(seg, turn_adv[i], i, current_version, algo.max_token_lag) for seg in ep.segments])
         for i, ep in enumerate(episodes)
-        for seg in ep.segments
     ]
-
-
-def _unscaled(
-    algo: AlgorithmConfig,
-    outcomes: list[float],
-    turn_rewards: list[list[float | None]],
-    group_size: int,
-    turn_adv: list[list[float]],
-) -> list[list[float]]:
-    """Dr-GRPO (adv_scale none) is defined for the outcome scheme only; validated in the run config."""
-    from agentrl.algos import group_advantages
-
-    adv = group_advantages(torch.tensor(outcomes, dtype=torch.float64), group_size, scale="none").tolist()
-    return [[adv[i]] * len(turns) for i, turns in enumerate(turn_adv)]
 
 
 def split_mini_batches(rows: list[TrainRow], num: int) -> list[list[TrainRow]]:
@@ -164,37 +183,64 @@ def split_mini_batches(rows: list[TrainRow], num: int) -> list[list[TrainRow]]:
 
 
 def pack_micro_batches(rows: Sequence[TrainRow], token_budget: int) -> list[MicroBatch]:
-    """First-fit by decreasing length so each micro-batch holds <= token_budget padded tokens.
+    """First-fit by decreasing length so each micro-batch holds <= token_budget padded forward tokens.
 
     Sorting by length keeps padding to the few tokens between neighbouring lengths; a row longer
-    than the budget gets a micro-batch of its own.
+    than the budget gets a micro-batch of its own (an episode's segments always travel together).
     """
     order = sorted(range(len(rows)), key=lambda i: (-rows[i].length, i))
     bins: list[list[TrainRow]] = []
     for i in order:
         row = rows[i]
-        if bins and (len(bins[-1]) + 1) * bins[-1][0].length <= token_budget:
+        forward_rows = sum(len(r.segments) for r in bins[-1]) if bins else 0
+        if bins and (forward_rows + len(row.segments)) * bins[-1][0].length <= token_budget:
             bins[-1].append(row)
         else:
             bins.append([row])
     return [collate(b) for b in bins]
 
 
+def _padded(
+    values: Sequence[Sequence[float | int | bool]], width: int, fill: float, dtype: torch.dtype
+) -> torch.Tensor:
+    out = torch.full((len(values), width), fill, dtype=dtype)
+    for i, row in enumerate(values):
+        if row:
+            out[i, : len(row)] = torch.tensor(list(row), dtype=dtype)
+    return out
+
+
 def collate(rows: Sequence[TrainRow], pad_id: int = 0) -> MicroBatch:
     """Right-pad rows into tensors (padding has mask False, so its values never matter)."""
-    length = max(r.length for r in rows)
-    b = len(rows)
-    input_ids = torch.full((b, length), pad_id, dtype=torch.long)
-    logp_old = torch.zeros(b, length - 1)
-    mask = torch.zeros(b, length - 1, dtype=torch.bool)
-    adv = torch.zeros(b, length - 1)
-    turn_ids = torch.full((b, length - 1), -1, dtype=torch.long)
-    for i, r in enumerate(rows):
-        n = r.length
-        input_ids[i, :n] = torch.tensor(r.input_ids, dtype=torch.long)
-        if n > 1:
-            logp_old[i, : n - 1] = torch.tensor(r.logp_old, dtype=torch.float32)
-            mask[i, : n - 1] = torch.tensor(r.mask, dtype=torch.bool)
-            adv[i, : n - 1] = torch.tensor(r.adv, dtype=torch.float32)
-            turn_ids[i, : n - 1] = torch.tensor(r.turn_ids, dtype=torch.long)
-    return MicroBatch(input_ids, logp_old, mask, adv, turn_ids, list(rows))
+    segments = [ids for r in rows for ids in r.segments]
+    length = max(len(ids) for ids in segments)
+    width = max(len(r.mask) for r in rows)
+    versions = [r.versions or [-1] * len(r.mask) for r in rows]
+    input_ids = _padded(segments, length, pad_id, torch.long)
+    logp_old = _padded([r.logp_old for r in rows], width, 0.0, torch.float32)
+    mask = _padded([r.mask for r in rows], width, False, torch.bool)
+    adv = _padded([r.adv for r in rows], width, 0.0, torch.float32)
+    turn_ids = _padded([r.turn_ids for r in rows], width, -1, torch.long)
+    version_t = _padded(versions, width, -1, torch.long)
+    if len(segments) == len(rows):  # one segment per episode: the forward rows are the loss rows
+        return MicroBatch(input_ids, logp_old, mask, adv, turn_ids, version_t, mask, None, list(rows))
+    return _collate_segments(rows, input_ids, (logp_old, mask, adv, turn_ids, version_t))
+
+
+def _collate_segments(rows: Sequence[TrainRow], input_ids: torch.Tensor, loss: tuple[torch.Tensor, ...]) -> MicroBatch:
+    """Forward rows per segment; each loss position indexes its segment's position in the forward output."""
+    mask = loss[1]
+    fwd_width = input_ids.shape[1] - 1
+    select = torch.zeros(input_ids.shape[0], fwd_width, dtype=torch.bool)
+    loss_index = torch.zeros(mask.shape, dtype=torch.long)
+    fwd = 0
+    for i, row in enumerate(rows):
+        offset = 0
+        for ids in row.segments:
+            n = len(ids) - 1
+            if n > 0:
+                select[fwd, :n] = mask[i, offset : offset + n]
+                loss_index[i, offset : offset + n] = fwd * fwd_width + torch.arange(n)
+            offset += max(n, 0)
+            fwd += 1
+    return MicroBatch(input_ids, *loss, select=select, loss_index=loss_index, rows=list(rows))

@@ -104,6 +104,17 @@ def max_over_ranks(value: int, info: DistInfo) -> int:
     return int(t.item())
 
 
+def max_floats_over_ranks(values: list[float], info: DistInfo) -> list[float]:
+    """Element-wise maximum of a list of floats over ranks (for metrics reported as a max)."""
+    if not info.enabled or not values:
+        return values
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
 def sum_over_ranks(values: list[float], info: DistInfo) -> list[float]:
     """Element-wise sum of a list of floats over ranks (for metric counts)."""
     if not info.enabled:

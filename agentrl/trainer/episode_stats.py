@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from agentrl.behaviour import behaviour_metrics
 from agentrl.trajectory import Episode
 
 
@@ -27,6 +28,9 @@ def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
         "episode/resumed_frac": sum(e.resumed > 0 for e in episodes) / len(episodes),
         "episode/groups_all_equal": float(sum(len({e.final_reward for e in g}) <= 1 for g in groups)),
     }
+    out.update(
+        {f"episode/{name}": value for name, value in behaviour_metrics(episodes).items() if name != "turns_mean"}
+    )
     for name, values in _components(episodes).items():
         out[f"episode/reward_{name}"] = statistics.fmean(values)
     return out

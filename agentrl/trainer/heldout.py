@@ -44,15 +44,36 @@ async def heldout_eval(cfg: RunConfig, engine: Any, tokenizer: Any, run_dir: Pat
         report.write_json(run_dir / f"eval-{phase}-{split}.json")
         metrics[f"eval/{split}/pass@1"] = report.pass_at_k["1"]
         metrics[f"eval/{split}/reward_mean"] = report.mean_reward
+        metrics.update({f"eval/{split}/{name}": value for name, value in report.behaviour.items()})
         print(f"[eval {phase}] {split}: {report.summary()}", flush=True)
     return metrics
 
 
 def summary_lines(before: dict[str, float], after: dict[str, float]) -> list[str]:
-    """'held-out test_kinds pass@1: 0.33 -> 0.61 (+0.28)' for every split evaluated both times."""
+    """'held-out test_kinds pass@1: 0.33 -> 0.61 (+0.28)' for every split evaluated both times, then the agent
+    behaviour (turns used, testing before submitting, recovery after a failed run) when episodes had several turns."""
     lines = []
     for key, value in after.items():
         if key.endswith("/pass@1") and key in before:
             split = key.split("/")[1]
             lines.append(f"held-out {split} pass@1: {before[key]:.2f} -> {value:.2f} ({value - before[key]:+.2f})")
+            multi_turn = max(before.get(f"eval/{split}/turns_mean", 1.0), after.get(f"eval/{split}/turns_mean", 1.0))
+            if multi_turn > 1.0:
+                lines.append(f"  behaviour {split}: " + behaviour_changes(before, after, split))
     return lines
+
+
+def behaviour_changes(before: dict[str, float], after: dict[str, float], split: str) -> str:
+    """'turns 1.8 -> 2.1, tested before submit 0.40 -> 0.55, ...' for one split."""
+    labels = {
+        "turns_mean": "turns",
+        "tested_before_submit_frac": "tested before submit",
+        "failed_run_frac": "had a failed run",
+        "recovery_frac": "recovered after a failed run",
+    }
+    parts = []
+    for name, label in labels.items():
+        key = f"eval/{split}/{name}"
+        if key in before and key in after:
+            parts.append(f"{label} {before[key]:.2f} -> {after[key]:.2f}")
+    return ", ".join(parts)

@@ -1,7 +1,9 @@
-"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths), rendered headless (Agg)."""
+"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths, engine-trainer mismatch),
+rendered headless (Agg)."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,16 @@ PANELS: list[tuple[str, list[str]]] = [
     ("|log s|", ["train/abs_log_s_mean", "train/mb0_abs_log_s_p90"]),
     ("entropy", ["train/entropy"]),
     ("lengths (tokens)", ["episode/completion_tokens_mean", "episode/sampled_tokens_mean"]),
+    ("engine-trainer |delta logprob|", ["audit/abs_mean", "audit/abs_max", "mismatch/abs_mean", "mismatch/abs_max"]),
+    (
+        "clipped before the update",
+        [
+            "audit/pre_update_clip_frac_seq",
+            "audit/pre_update_clip_frac_token",
+            "mismatch/pre_update_clip_frac_seq",
+            "mismatch/pre_update_clip_frac_token",
+        ],
+    ),
 ]
 
 
@@ -23,12 +35,15 @@ def write_plots(history: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    columns = math.ceil(len(PANELS) / 2)
+    fig, axes = plt.subplots(2, columns, figsize=(4.4 * columns, 7))
+    for ax in axes.flat[len(PANELS) :]:
+        ax.set_visible(False)
     for ax, (title, keys) in zip(axes.flat, PANELS):
         for key in keys:
             points = [(r["step"], r[key]) for r in history if key in r]
             if points:
-                ax.plot(*zip(*points), marker=".", label=key.split("/", 1)[-1])
+                ax.plot(*zip(*points), marker=".", label=key.removeprefix("train/").removeprefix("episode/"))
         ax.set_title(title)
         ax.set_xlabel("step")
         if ax.lines:

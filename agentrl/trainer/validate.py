@@ -1,4 +1,4 @@
-"""Checks the trainer runs before any heavy work: config combinations, engine logprobs, resume identity.
+"""Checks the trainer runs before any heavy work: the config for its world size, engine logprobs, resume identity.
 
 Every problem is reported at once as a ConfigError/CheckpointError naming the key, the value and the fix.
 """
@@ -10,8 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentrl.algos import check_loss_settings
-from agentrl.config.problems import Problem, raise_problems
+from agentrl.config.problems import raise_problems
 from agentrl.config.run import RunConfig
 from agentrl.engines.base import LogprobSemantics
 from agentrl.errors import CheckpointError, ConfigError
@@ -19,72 +18,13 @@ from agentrl.errors import CheckpointError, ConfigError
 RUN_META = "run.json"
 
 
-def trainer_problems(cfg: RunConfig, world_size: int = 1) -> list[Problem]:
-    """Cross-field problems of the algorithm/trainer settings (empty when consistent)."""
-    algo, trainer, rollout = cfg.algorithm, cfg.trainer, cfg.rollout
-    problems: list[Problem] = []
-    try:
-        check_loss_settings(algo.loss, algo.eps_low, algo.eps_high)
-    except ConfigError as exc:
-        problems.append(Problem("algorithm.loss", str(exc), "see shared/GSPO.md section 2.4"))
-    rows = rollout.group_size * rollout.prompts_per_step
-    if rows % (trainer.mini_batches * world_size):
-        problems.append(
-            Problem(
-                "trainer.mini_batches",
-                f"a step's {rows} episodes (rollout.group_size={rollout.group_size} x rollout.prompts_per_step="
-                f"{rollout.prompts_per_step}) do not split into {trainer.mini_batches} mini-batches x {world_size} "
-                "ranks",
-                f"make rollout.group_size * rollout.prompts_per_step a multiple of {trainer.mini_batches * world_size}",
-            )
-        )
-    if algo.loss == "gspo" and algo.turn_advantage != "outcome":
-        problems.append(
-            Problem(
-                "algorithm.turn_advantage",
-                f"{algo.turn_advantage!r} gives per-turn advantages, but loss 'gspo' takes one advantage per sequence",
-                "use algorithm.loss: gspo_token, or turn_advantage: outcome",
-            )
-        )
-    if algo.adv_scale == "none" and algo.turn_advantage != "outcome":
-        problems.append(
-            Problem(
-                "algorithm.adv_scale",
-                "adv_scale 'none' (Dr-GRPO) is defined for the outcome scheme only",
-                "set algorithm.turn_advantage: outcome or algorithm.adv_scale: std",
-            )
-        )
-    if rollout.staleness_policy == "mask" and algo.max_token_lag is None:
-        problems.append(
-            Problem(
-                "algorithm.max_token_lag",
-                "rollout.staleness_policy is 'mask' but no lag bound is set, so stale tokens would be trained",
-                f"set algorithm.max_token_lag (e.g. {rollout.max_staleness})",
-            )
-        )
-    if algo.loss == "grpo" and algo.log_ratio_clamp is not None:
-        problems.append(
-            Problem(
-                "algorithm.log_ratio_clamp",
-                "the clamp bounds the sequence log-ratio log s, which loss "
-                "'grpo' does not use (its ratios are per token)",
-                "unset it or use gspo/gspo_token",
-            )
-        )
-    if rollout.group_size < 2:
-        problems.append(
-            Problem(
-                "rollout.group_size",
-                "group_size 1 gives every episode advantage 0 (nothing to learn)",
-                "set rollout.group_size >= 2",
-            )
-        )
-    return problems
-
-
 def validate_run_config(cfg: RunConfig, world_size: int = 1) -> None:
-    """Raise one ConfigError listing every trainer problem of ``cfg``."""
-    raise_problems(trainer_problems(cfg, world_size), source="run config")
+    """Raise one ConfigError listing every cross-field problem of ``cfg`` for ``world_size`` ranks.
+
+    ``load_config`` already ran these with one rank; the trainer runs them again at start-up, where the
+    world size is known (and a config built in code with ``model_copy`` skipped validation).
+    """
+    raise_problems(cfg.cross_field_problems(world_size), source="run config")
 
 
 def check_engine_logprobs(semantics: LogprobSemantics, cfg: RunConfig) -> None:

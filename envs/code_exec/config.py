@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from sandboxes.config import AutoSandboxConfig, SandboxConfig
 
 SANDBOX_KINDS = ("docker", "process", "auto")
+
+
+def kind_names_the_backend(value: Any) -> Any:
+    """YAML says ``kind`` (default auto); the sandboxes' configs call the same tag ``backend``."""
+    if not isinstance(value, Mapping):
+        return value
+    settings = dict(value)
+    kind = settings.pop("kind", settings.get("backend", "auto"))
+    if kind not in SANDBOX_KINDS:
+        raise ValueError(f"sandbox kind {kind!r} is not one of {list(SANDBOX_KINDS)}")
+    if settings.get("backend", kind) != kind:
+        raise ValueError(f"sandbox kind {kind!r} and backend {settings['backend']!r} disagree; set only kind")
+    return {**settings, "backend": kind}
+
+
+# The sandbox setting of a coding env: the sandboxes' typed union, written with ``kind`` in YAML.
+SandboxSetting = Annotated[SandboxConfig, BeforeValidator(kind_names_the_backend)]
 
 
 class CodeExecConfig(BaseModel):
@@ -55,22 +72,8 @@ class CodeExecConfig(BaseModel):
     run_bonus: float = Field(
         0.0, ge=0.0, description="Reward for a code cell that runs without an error (a shaping signal)."
     )
-    sandbox: SandboxConfig = Field(
+    sandbox: SandboxSetting = Field(
         default_factory=AutoSandboxConfig,
         description="Sandbox settings: kind docker|process|auto (auto: Docker when an engine and the image exist, else "
         "the process backend with a warning) plus the backend's own fields (sandboxes.config).",
     )
-
-    @field_validator("sandbox", mode="before")
-    @classmethod
-    def _kind_names_the_backend(cls, value: Any) -> Any:
-        """YAML says ``kind`` (default auto); the sandboxes' configs call the same tag ``backend``."""
-        if not isinstance(value, Mapping):
-            return value
-        settings = dict(value)
-        kind = settings.pop("kind", settings.get("backend", "auto"))
-        if kind not in SANDBOX_KINDS:
-            raise ValueError(f"sandbox kind {kind!r} is not one of {list(SANDBOX_KINDS)}")
-        if settings.get("backend", kind) != kind:
-            raise ValueError(f"sandbox kind {kind!r} and backend {settings['backend']!r} disagree; set only kind")
-        return {**settings, "backend": kind}

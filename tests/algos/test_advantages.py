@@ -7,7 +7,15 @@ import math
 import pytest
 import torch
 
-from agentrl.algos import broadcast_turn_advantages, group_advantages, turn_advantages
+from agentrl.algos import (
+    DiscountedReturn,
+    Normalization,
+    Outcome,
+    RewardBatch,
+    broadcast_turn_advantages,
+    group_advantages,
+    turn_advantages,
+)
 from agentrl.errors import ConfigError
 
 
@@ -102,3 +110,25 @@ def test_broadcast_turn_advantages() -> None:
     assert out.tolist() == [[0.0, 0.5, 0.5, 0.0, -2.0, -2.0], [0.0, 3.0, 0.0, 0.0, 0.0, 0.0]]
     with pytest.raises(ConfigError, match="turn id 1 but only 1 turn advantages"):
         broadcast_turn_advantages(torch.tensor([[0, 1]]), [[1.0]])
+
+
+def test_discounted_return_adds_only_a_separate_outcome() -> None:
+    """Issue 12: an outcome that is the sum of the turn rewards must not be added to the last turn again."""
+    turn_rewards = [[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    returns = [1.0, 0.0, 0.0]  # R_i = sum of the turn rewards: the env set no outcome of its own
+    scheme = DiscountedReturn(gamma=1.0)
+    adv = scheme(RewardBatch(returns, turn_rewards, 3, separate_outcome=[False] * 3), Normalization(eps=0.0))
+    turn0 = [2 / math.sqrt(3), -1 / math.sqrt(3), -1 / math.sqrt(3)]  # G_i0 = [1, 0, 0]
+    assert [a[0] for a in adv] == pytest.approx(turn0)
+    assert [a[1] for a in adv] == [0.0, 0.0, 0.0]  # every turn-1 return-to-go is 0 (was [1.15, -0.58, -0.58])
+    # a separate outcome (the env's own verdict) is a reward of the last turn, so turn 1 gets credit for it
+    separate = scheme(RewardBatch([1.0, 0.0, 0.0], turn_rewards, 3), Normalization(eps=0.0))
+    assert [a[1] for a in separate] == pytest.approx(turn0)
+    assert turn_advantages("discounted_return", [1.0, 0.0, 0.0], turn_rewards, 3, eps=0.0) == separate
+
+
+def test_outcome_scheme_applies_adv_scale_itself() -> None:
+    rewards = RewardBatch([1.0, 0.0, 1.0, 1.0], [[None], [None, None], [None], [None]], 4)
+    assert Outcome()(rewards, Normalization(scale="none")) == [[0.25], [-0.75, -0.75], [0.25], [0.25]]
+    with pytest.raises(ConfigError, match="does not implement adv_scale 'none'"):
+        DiscountedReturn()(rewards, Normalization(scale="none"))

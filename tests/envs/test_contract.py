@@ -13,7 +13,10 @@ from agentrl.env import MultiTurnEnv
 
 ENV_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("agentrl/"))
 # Keep sandboxed envs on the process backend here: the contract is about the env, not Docker.
-KWARGS = {"agentrl/CodeExec-v0": {"sandbox": {"kind": "process"}}}
+KWARGS = {
+    "agentrl/CodeExec-v0": {"sandbox": {"kind": "process"}},
+    "agentrl/CodeAgent-v0": {"sandbox": {"kind": "process"}},
+}
 # Adapters of outside components (a server, a Docker image, a taskset) pass check_env in their own tests,
 # against the real component: tests/interop/.
 ADAPTERS = {

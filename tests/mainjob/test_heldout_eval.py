@@ -44,7 +44,7 @@ def _config(tmp_path: Path, model_dir: Path, eval_section: dict[str, Any]) -> Pa
 def test_quickstart_config_evaluates_held_out_kinds_and_instances() -> None:
     cfg = load_config(ROOT / "configs" / "quickstart.yaml", [])
     assert cfg.eval.splits == ["test_kinds", "test_instances"]
-    assert cfg.algorithm.loss == "gspo_token" and cfg.algorithm.old_logprobs == "engine"
+    assert cfg.algorithm.loss.name == "gspo_token" and cfg.algorithm.old_logprobs == "engine"
     assert cfg.rollout.partial_rollout
     assert "```\n" not in cfg.rollout.stop  # it would also stop at an untagged opening fence
 

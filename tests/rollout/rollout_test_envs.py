@@ -149,3 +149,13 @@ class AsyncScratchpad(Scratchpad):
 
     def step(self, action: str) -> StepResult:
         raise AssertionError("the rollout must use astep")
+
+
+class GradedScratchpad(Scratchpad):
+    """Shaping turn rewards of 0.25 plus a separate verdict on the final step: ``info["outcome"]``."""
+
+    def step(self, action: str) -> StepResult:
+        messages, _, terminated, truncated, info = super().step(action)
+        if terminated or truncated:
+            info["outcome"] = float(self.task.endswith(("0", "2", "4")))  # the verdict: even tasks pass
+        return messages, 0.25, terminated, truncated, info

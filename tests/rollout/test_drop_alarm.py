@@ -4,6 +4,7 @@ an env that fails every episode stops the step with its last errors instead of d
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,9 @@ def test_an_env_that_fails_every_episode_stops_the_first_step(
 ) -> None:
     with pytest.raises(RolloutError, match=expected) as caught:
         _collect(make_engine, tiny_tokenizer, env, _cfg(), tmp_path / "b.sqlite")
-    assert "3 groups were dropped this step so far" in str(caught.value)
+    # Groups that fail in the same event-loop turn are counted together, so the alarm may see 3 or more.
+    dropped = re.match(r"(\d+) groups were dropped this step so far", str(caught.value))
+    assert dropped is not None and int(dropped.group(1)) >= 3, str(caught.value)
     assert "rollout.max_drop_rate" in str(caught.value)
     buffer = RolloutBuffer(tmp_path / "b.sqlite")
     assert buffer.last_step() is None  # nothing half-written: the file is fine, not "corrupted"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from rollout_test_envs import AsyncScratchpad, FlakyScratchpad, Scratchpad, SnapshotScratchpad
+from rollout_test_envs import AsyncScratchpad, FlakyScratchpad, GradedScratchpad, Scratchpad, SnapshotScratchpad
 
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import GenerateResult, SamplingParams
@@ -311,5 +311,29 @@ def test_async_env_methods_are_used_when_present(make_engine: Callable[[], Any],
         assert [e.status for g in batch.groups for e in g] == ["complete"] * 4 and not batch.dropped
         await orch.close()
         await engine.close()
+
+    asyncio.run(scenario())
+
+
+def test_env_outcome_is_kept_apart_from_the_turn_rewards(make_engine: Callable[[], Any], tiny_tokenizer: Any) -> None:
+    """R_i is info["outcome"] when the env sets one (marked separate), else the sum of the turn rewards."""
+
+    async def scenario() -> None:
+        engine = make_engine()
+        cfg = _cfg(partial_rollout=False)
+        batches = []
+        try:
+            for env in (lambda: GradedScratchpad(num_tasks=2), lambda: Scratchpad(num_tasks=2)):
+                orch = _orchestrator(engine, tiny_tokenizer, cfg, env)
+                batches.append(await orch.collect_step(1))
+                await orch.close()
+        finally:
+            await engine.close()
+        graded, plain = batches
+        for ep in (e for g in graded.groups for e in g):
+            assert ep.turn_rewards == [0.25, 0.25, 0.25]
+            assert ep.outcome == ep.final_reward == float(ep.task_id == "task-0")
+        for ep in (e for g in plain.groups for e in g):
+            assert ep.outcome is None and ep.final_reward == sum(ep.turn_rewards)
 
     asyncio.run(scenario())

@@ -40,7 +40,7 @@ def main(model_dir: str, out_path: str) -> None:
     policy = PolicyLogprobs(lm, chunk_tokens=16)
     if dist.enabled:
         shard_policy(policy, decoder_layers_of(lm))
-    algo = AlgorithmConfig(eps_low=0.2, eps_high=0.28)
+    algo = AlgorithmConfig(loss={"name": "gspo_token", "eps_low": 0.2, "eps_high": 0.28})
     updater = PolicyUpdater(
         policy,
         algo,

@@ -133,7 +133,7 @@ def test_bad_inputs_fail_before_heavy_work(tiny_model_dir: Path, tmp_path: Path)
     with pytest.raises(ConfigError, match="gspo_token"):
         load_config(cfg_path, ["algorithm.loss=gspo_tokn"])
     with pytest.raises(ConfigError, match="eps_low"):
-        load_config(cfg_path, ["algorithm.eps_low=1.0"])
+        load_config(cfg_path, ["algorithm.loss.eps_low=1.0"])
     from agentrl.trainer.validate import validate_run_config
 
     with pytest.raises(ConfigError, match="do not split into 3 mini-batches"):

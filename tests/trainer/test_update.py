@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ def test_segment_row_aligns_completion_to_next_token_positions() -> None:
         versions=[3, 3, -1, 5],
     )
     row = segment_row(seg, [2.0, -1.0], episode_index=0, current_version=5, max_token_lag=None)
-    assert row.input_ids == [1, 2, 3, 4, 5, 6, 7]
+    assert row.segments == [[1, 2, 3, 4, 5, 6, 7]]
     assert row.logp_old == [0.0, 0.0, -0.1, -0.2, 0.0, -0.4]  # position 2 predicts token 4
     assert row.mask == [False, False, True, True, False, True]
     assert row.adv == [0.0, 0.0, 2.0, 2.0, 0.0, -1.0]
@@ -63,7 +64,7 @@ def _updater(lm: torch.nn.Module, **trainer_kwargs: object) -> PolicyUpdater:
     cfg = TrainerConfig(lr=1e-3, mini_batches=2, **trainer_kwargs)  # type: ignore[arg-type]
     return PolicyUpdater(
         PolicyLogprobs(lm, chunk_tokens=32),
-        AlgorithmConfig(eps_low=0.2, eps_high=0.28),
+        AlgorithmConfig(loss={"name": "gspo_token", "eps_low": 0.2, "eps_high": 0.28}),
         cfg,
         temperature=1.0,
         total_steps=5,
@@ -125,7 +126,7 @@ def test_per_turn_advantages_reach_the_tokens_of_their_turn(tiny_lm: torch.nn.Mo
     for episode, turn_rewards in zip(group, ([1.0, 0.0], [0.0, 0.0])):
         for turn, reward in zip(episode.turns, turn_rewards):
             turn.reward = reward
-    algo = AlgorithmConfig(turn_advantage="discounted_return", gamma=1.0)
+    algo = AlgorithmConfig(turn_advantage={"name": "discounted_return", "gamma": 1.0})
     rows = build_rows([group], 2, algo, current_version=0)
     expected_turn0 = 0.5 / (2**0.5 / 2 + algo.adv_eps)  # (1 - 0.5) / (Bessel std of [1, 0] + eps)
     for row, sign in zip(rows, (1.0, -1.0)):
@@ -137,3 +138,35 @@ def test_per_turn_advantages_reach_the_tokens_of_their_turn(tiny_lm: torch.nn.Mo
             else:
                 assert adv == 0.0  # turn 1: equal returns across the group
         assert any(t == 0 for t in row.turn_ids) and any(t == 1 for t in row.turn_ids)
+
+
+def _turn_advantages(rows: list[Any]) -> list[list[float]]:
+    """Each row's advantage per turn (every token of a turn carries its turn's advantage)."""
+    out = []
+    for row in rows:
+        by_turn = {t: a for t, a, m in zip(row.turn_ids, row.adv, row.mask) if m}
+        out.append([by_turn[k] for k in sorted(by_turn)])
+    return out
+
+
+def test_returns_to_go_count_each_turn_reward_once(tiny_lm: torch.nn.Module) -> None:
+    """Issue 12: the runner's R_i = sum of turn rewards must not be added to the last turn again."""
+    [group] = make_groups(tiny_lm, [[0.0, 0.0, 0.0]], turns=2)
+    for episode, turn_rewards in zip(group, ([1.0, 0.0], [0.0, 0.0], [0.0, 0.0])):
+        for turn, reward in zip(episode.turns, turn_rewards):
+            turn.reward = reward
+        episode.final_reward = sum(turn_rewards)  # what the runner records when the env sets no outcome
+    algo = AlgorithmConfig(turn_advantage={"name": "discounted_return", "gamma": 1.0})
+    adv = _turn_advantages(build_rows([group], 3, algo, current_version=0))
+    assert [a[1] for a in adv] == [0.0, 0.0, 0.0]  # every turn-1 return-to-go is 0 (was [1.15, -0.58, -0.58])
+    assert [a[0] for a in adv] == pytest.approx([1.1547, -0.5774, -0.5774], abs=1e-4)
+    # an env outcome (info["outcome"]) is separate from the turn rewards: it is the last turn's credit too
+    group[0].outcome = group[0].final_reward = 1.0
+    adv = _turn_advantages(build_rows([group], 3, algo, current_version=0))
+    assert [a[1] for a in adv] == pytest.approx([1.1547, -0.5774, -0.5774], abs=1e-4)
+
+
+def test_adv_scale_none_is_applied_by_the_outcome_scheme(tiny_lm: torch.nn.Module) -> None:
+    groups = make_groups(tiny_lm, [[1.0, 0.0, 1.0, 1.0]], turns=2)
+    rows = build_rows(groups, 4, AlgorithmConfig(adv_scale="none"), current_version=0)
+    assert _turn_advantages(rows) == [[0.25, 0.25], [-0.75, -0.75], [0.25, 0.25], [0.25, 0.25]]  # Dr-GRPO

@@ -1,0 +1,60 @@
+"""Agent behaviour of finished episodes: turns used, testing before submitting, recovering from failures.
+
+Env-agnostic: computed from each turn's ``info`` through these documented keys (an env that sets
+none of them still gets ``turns_mean`` and ``code_turn_frac`` 0):
+
+* ``info["action"]``: ``"run"`` (code was executed, not graded as the answer), ``"submit"`` (the
+  answer was graded), anything else (the turn had no usable code, e.g. ``"none"``, ``"invalid"``);
+* ``info["run_failed"]`` (run turns): the code raised, timed out, or failed a check it was run
+  against (visible examples); without it, ``info["code_ran"] is False`` counts as a failure;
+* ``info["success"]`` (last turn): the episode solved its task.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from agentrl.trajectory import Episode
+
+BEHAVIOUR_METRICS = (
+    "turns_mean",
+    "code_turn_frac",
+    "tested_before_submit_frac",
+    "failed_run_frac",
+    "recovery_frac",
+)
+
+
+def _failed(info: dict[str, Any]) -> bool:
+    if "run_failed" in info:
+        return bool(info["run_failed"])
+    return info.get("code_ran") is False
+
+
+def behaviour_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
+    """Means over episodes (``recovery_frac`` over those with a failed run; 0 when there are none).
+
+    * ``turns_mean``: assistant turns per episode;
+    * ``code_turn_frac``: fraction of turns that ran or submitted code (format compliance);
+    * ``tested_before_submit_frac``: episodes that ran code at least once before their last turn;
+    * ``failed_run_frac``: episodes with at least one failed run;
+    * ``recovery_frac``: episodes with a failed run that still ended in success.
+    """
+    finished = [e for e in episodes if e.turns]
+    if not finished:
+        return {}
+    turns = [len(e.turns) for e in finished]
+    actions = [[t.info.get("action") for t in e.turns] for e in finished]
+    code_turns = sum(a in ("run", "submit") for acts in actions for a in acts)
+    tested = sum("run" in acts[:-1] for acts in actions)
+    failed = [e for e in finished if any(t.info.get("action") == "run" and _failed(t.info) for t in e.turns)]
+    recovered = sum(bool(e.turns[-1].info.get("success")) for e in failed)
+    return {
+        "turns_mean": statistics.fmean(turns),
+        "code_turn_frac": code_turns / sum(turns),
+        "tested_before_submit_frac": tested / len(finished),
+        "failed_run_frac": len(failed) / len(finished),
+        "recovery_frac": recovered / len(failed) if failed else 0.0,
+    }

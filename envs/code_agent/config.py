@@ -1,0 +1,59 @@
+"""Constructor arguments of CodeAgent-v0 (validated before any sandbox starts)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envs.code_exec.config import SandboxSetting
+from envs.code_tasks import GeneratorConfig
+from sandboxes.config import AutoSandboxConfig
+
+
+class CodeAgentConfig(BaseModel):
+    """Task set and split, turn protocol, reward, limits and sandbox of the multi-turn coding agent env."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: GeneratorConfig = Field(
+        default_factory=GeneratorConfig,
+        description="The procedural task generator: seed, per-family counts, held-out families (envs/code_tasks).",
+    )
+    split: Literal["train", "test_instances", "test_kinds", "test", "all"] = Field(
+        "train",
+        description="train; test_instances (unseen behaviours of the trained families); test_kinds (families never "
+        "trained on); test (both); all.",
+    )
+    max_turns: int = Field(3, ge=1, description="Replies per episode; on the last one the latest draft is graded.")
+    submit: Literal["on_pass", "explicit"] = Field(
+        "on_pass",
+        description="on_pass: the first draft that passes every visible example is submitted; explicit: only the "
+        "submit tool call submits (or the last turn).",
+    )
+    outcome: Literal["all", "fraction"] = Field(
+        "all",
+        description="Episode outcome: 1 when every hidden test passes, else 0 ('all'); or the fraction passed, which "
+        "also pays degenerate drafts (returning the input unchanged passes the cases where that is the answer).",
+    )
+    shaping: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Per-turn reward: shaping x (change in the fraction of visible examples the latest draft passes). "
+        "Potential-based, so it sums to shaping x the final draft's fraction whatever the policy does.",
+    )
+    expose_tools: bool = Field(
+        False, description="List run_python/submit as tools in the chat template (fenced python blocks always work)."
+    )
+    cell_timeout_s: float = Field(5.0, gt=0, description="Wall-clock limit of one code cell in the sandbox session.")
+    test_timeout_s: float = Field(3.0, gt=0, description="Wall-clock limit of each example or hidden test.")
+    max_output_chars: int = Field(
+        600,
+        ge=100,
+        description="Cell output shown to the model (head and tail kept): small models have short contexts.",
+    )
+    sandbox: SandboxSetting = Field(
+        default_factory=AutoSandboxConfig,
+        description="Sandbox settings: kind docker|process|auto plus the backend's own fields (as CodeExec-v0).",
+    )

@@ -1,0 +1,261 @@
+"""CodeAgent-v0: write a function with execution feedback: draft, see the examples fail, fix, submit.
+
+Each turn's ```python block runs in a persistent sandbox session (its output is shown). A block that
+defines the entry point is a *draft*: the grader runs it on the task's visible examples in a fresh
+process and the model reads which failed and what they returned or raised. With ``submit: on_pass``
+the first draft that passes every example is graded by the hidden tests; on the last turn the latest
+draft is. Reward: the episode outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
+(the change in the fraction of examples the latest draft passes); see docs/code-agent.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
+from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError, did_you_mean
+from envs.code_agent.config import CodeAgentConfig
+from envs.code_agent.feedback import draft_report, instructions, output_block
+from envs.code_agent.verdicts import Verdicts, run_tests
+from envs.code_exec.actions import CodeAction, defines_function, parse_action
+from envs.code_exec.env import run_python, submit
+from envs.code_exec.sandboxing import open_sandbox, shorten
+from envs.code_tasks import GeneratedTask, generate_tasks
+
+
+class CodeAgentEnv(MultiTurnEnv):
+    """Multi-turn coding with feedback on visible examples; hidden tests decide the outcome.
+
+    Pair it with ``rollout.stop: ["\\n```\\n"]`` so a turn ends when its code block closes.
+    """
+
+    config_model = CodeAgentConfig
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config = CodeAgentConfig(**kwargs)
+        self.max_turns = self.config.max_turns
+        self.tools = (run_python, submit) if self.config.expose_tools else ()
+        self._tasks = generate_tasks(self.config.tasks, self.config.split)
+        if not self._tasks:
+            raise ConfigError(f"the generator config {self.config.tasks} has no tasks in split {self.config.split!r}")
+        self._by_id = {task.task_id: task for task in self._tasks}
+        self.task: GeneratedTask = self._tasks[0]
+        self._sandbox: Any = None
+        self._clear()
+
+    def _clear(self) -> None:
+        self.turn = 0
+        self.cells: list[dict[str, str]] = []  # {"code", "output"} of every cell since the session started
+        self.draft: str | None = None  # the latest code that defines the entry point
+        self.potential = 0.0  # fraction of visible examples the latest draft passes
+        self.shaping_total = 0.0
+
+    @property
+    def sandbox(self) -> Any:
+        """The env's sandbox, started on first use (so constructing an env starts nothing)."""
+        if self._sandbox is None:
+            self._sandbox = open_sandbox(self.config.sandbox)
+        return self._sandbox
+
+    def task_ids(self) -> list[str]:
+        """Task ids of the configured split."""
+        return [task.task_id for task in self._tasks]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Start ``options['task_id']`` (else a task drawn with ``seed``) in a fresh sandbox session."""
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            task_id = self._tasks[int(self.np_random.integers(len(self._tasks)))].task_id
+        if task_id not in self._by_id:
+            raise ConfigError(
+                f"task {task_id!r} is not in split {self.config.split!r} of the generated tasks (seed "
+                f"{self.config.tasks.seed}).{did_you_mean(task_id, self._by_id)}"
+            )
+        self.task = self._by_id[task_id]
+        self._clear()
+        if self._sandbox is not None:
+            self._sandbox.reset()
+        prompt = f"{self.task.prompt}\n\n{instructions(self.task, self.max_turns, self.config.submit)}"
+        return [user(prompt)], {"task_id": task_id, "kind": self.task.kind, "entry_point": self.task.entry_point}
+
+    def step(self, action: str) -> StepResult:
+        """Run the turn's cell and check its draft, or grade the submission (on the last turn, the latest draft)."""
+        self.turn += 1
+        last_turn = self.turn >= self.max_turns
+        parsed = parse_action(action, self.task.entry_point, submit_on_definition=False)
+        if parsed.kind == "submit":
+            return self._submit(parsed.code)
+        if parsed.kind == "run":
+            is_draft = defines_function(parsed.code, self.task.entry_point)
+            if last_turn:
+                return self._submit(parsed.code if is_draft else self.draft)
+            return self._run_draft(parsed) if is_draft else self._run_cell(parsed)
+        if last_turn:
+            return self._submit(self.draft)
+        if parsed.kind == "invalid":
+            message = tool(f"Error: {parsed.error}", name="run_python")
+        else:
+            message = user(
+                f"I found no ```python block. Reply with a ```python block that defines `{self.task.entry_point}`."
+            )
+        info = {"action": parsed.kind, "success": False, "run_failed": False, "reward_components": {"shaping": 0.0}}
+        return [message], 0.0, False, False, info
+
+    def _execute(self, code: str) -> tuple[bool, str, float]:
+        """Run a cell in the session: (ran without error, output shown to the model, seconds)."""
+        result = self.sandbox.run_python(code, timeout_s=self.config.cell_timeout_s)
+        text = shorten(result, self.config.max_output_chars)
+        # A restarted session lost its state, so a later restore starts after the restart.
+        self.cells = [] if result.restarted else [*self.cells, {"code": code, "output": text}]
+        return bool(result.ok), text, result.duration_s
+
+    def _reply(self, parsed: CodeAction, text: str) -> Message:
+        return tool(text, name="run_python") if parsed.via_tool else user(text)
+
+    def _run_cell(self, parsed: CodeAction) -> StepResult:
+        ok, text, seconds = self._execute(parsed.code)
+        info = {
+            "action": "run",
+            "code_ran": ok,
+            "run_failed": not ok,
+            "success": False,
+            "sandbox_time_s": seconds,
+            "reward_components": {"shaping": 0.0},
+        }
+        return [self._reply(parsed, output_block(text) or "(no output)")], 0.0, False, False, info
+
+    def _run_draft(self, parsed: CodeAction) -> StepResult:
+        if self.draft is not None and parsed.code.strip() == self.draft.strip():
+            return self._repeated(parsed)
+        ok, text, seconds = self._execute(parsed.code)
+        self.draft = parsed.code
+        verdicts = self._check(parsed.code)
+        reward = self._shape(verdicts)
+        if verdicts.success and self.config.submit == "on_pass":
+            return self._grade(parsed.code, reward, verdicts)
+        report = draft_report(self.task, verdicts, text, more_turns=True)
+        info = {
+            "action": "run",
+            "code_ran": ok,
+            "run_failed": not (ok and verdicts.success),
+            "examples_passed": sum(verdicts.passed),
+            "examples_total": len(verdicts.passed),
+            "success": False,
+            "sandbox_time_s": seconds + verdicts.duration_s,
+            "reward_components": {"shaping": reward},
+        }
+        return [self._reply(parsed, report)], reward, False, False, info
+
+    def _repeated(self, parsed: CodeAction) -> StepResult:
+        """The same draft again (a small model's most common second reply): say so instead of re-running it."""
+        failing = self.potential < 1.0
+        text = "This is the same code as your previous version, so it gives the same results" + (
+            f": change `{self.task.entry_point}` to fix the failing examples." if failing else "."
+        )
+        info = {
+            "action": "run",
+            "repeated": True,
+            "run_failed": failing,
+            "success": False,
+            "reward_components": {"shaping": 0.0},
+        }
+        return [self._reply(parsed, text)], 0.0, False, False, info
+
+    def _check(self, code: str) -> Verdicts:
+        """The draft's verdicts on the visible examples."""
+        return run_tests(
+            self.sandbox, self.task.coding_task(), code, self.task.visible_tests(), self.config.test_timeout_s
+        )
+
+    def _shape(self, verdicts: Verdicts) -> float:
+        """Potential-based shaping: shaping x (new fraction of examples passed - previous fraction)."""
+        reward = self.config.shaping * (verdicts.fraction - self.potential)
+        self.potential = verdicts.fraction
+        self.shaping_total += reward
+        return reward
+
+    def _submit(self, code: str | None) -> StepResult:
+        if code is None:  # never wrote a draft: nothing to grade, outcome 0
+            return [], 0.0, True, False, self._outcome_info(0.0, False, 0, len(self.task.hidden), [])
+        if code == self.draft:
+            return self._grade(code, 0.0, None)  # already checked: its potential is current
+        verdicts = self._check(code)
+        self.draft = code
+        return self._grade(code, self._shape(verdicts), verdicts)
+
+    def _grade(self, code: str, reward: float, verdicts: Verdicts | None) -> StepResult:
+        hidden = run_tests(
+            self.sandbox, self.task.coding_task(), code, self.task.hidden_tests(), self.config.test_timeout_s
+        )
+        outcome = float(hidden.success) if self.config.outcome == "all" else hidden.fraction
+        errors = [m for m in hidden.messages if m is not None][:3]
+        info = self._outcome_info(outcome, hidden.success, sum(hidden.passed), len(hidden.passed), errors)
+        checked = hidden.duration_s + (verdicts.duration_s if verdicts is not None else 0.0)
+        info.update(sandbox_time_s=checked, examples_passed=round(self.potential * len(self.task.visible)))
+        return [], reward, True, False, info
+
+    def _outcome_info(
+        self, outcome: float, success: bool, passed: int, total: int, errors: list[str]
+    ) -> dict[str, Any]:
+        """Info of the final step: the outcome is ``final_reward`` (and ``outcome``), separate from turn rewards."""
+        return {
+            "action": "submit",
+            "success": success,
+            "final_reward": outcome,
+            "outcome": outcome,
+            "tests_passed": passed,
+            "tests_total": total,
+            "errors": errors,
+            "reward_components": {"outcome": outcome, "shaping": self.shaping_total, "success": float(success)},
+        }
+
+    def preflight(self) -> list[str]:
+        """Start this env's sandbox and run one cell: proves the Docker engine, the image and the limits work."""
+        result = self.sandbox.run_python("print(6 * 7)", timeout_s=self.config.cell_timeout_s)
+        if result.stdout.strip() != "42":
+            raise PreflightError(
+                f"the sandbox answered {result.stdout!r} (stderr {result.stderr[-300:]!r}) to print(6 * 7); run "
+                "`bash scripts/docker_setup.sh` to (re)start Docker and build the image, or set "
+                "env.kwargs.sandbox.kind: process"
+            )
+        return [
+            f"sandbox {type(self.sandbox).__name__} ({len(self._tasks)} generated tasks, split {self.config.split!r}): "
+            f"a cell ran in {result.duration_s * 1000:.1f} ms"
+        ]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Task, turn, draft, shaping state and the session's cells with their outputs (replayed on restore)."""
+        return {
+            "task_id": self.task.task_id,
+            "turn": self.turn,
+            "cells": [dict(cell) for cell in self.cells],
+            "draft": self.draft,
+            "potential": self.potential,
+            "shaping_total": self.shaping_total,
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Rebuild ``snapshot``'s state: re-run its cells, and fail (the episode restarts) if an output differs."""
+        self.task = self._by_id[snapshot["task_id"]]
+        if self._sandbox is not None:
+            self._sandbox.reset()
+        for cell in snapshot["cells"]:
+            result = self.sandbox.run_python(cell["code"], timeout_s=self.config.cell_timeout_s)
+            text = shorten(result, self.config.max_output_chars)
+            if text != cell["output"]:
+                raise ReplayDivergenceError(
+                    f"replaying a cell of {self.task.task_id} printed {text[:120]!r}, not the recorded "
+                    f"{cell['output'][:120]!r} (time, randomness or files): the episode must restart"
+                )
+        self.cells = [dict(cell) for cell in snapshot["cells"]]
+        self.turn, self.draft = int(snapshot["turn"]), snapshot["draft"]
+        self.potential, self.shaping_total = float(snapshot["potential"]), float(snapshot["shaping_total"])
+
+    def close(self) -> None:
+        """Release the sandbox (idempotent)."""
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
