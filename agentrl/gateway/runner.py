@@ -5,7 +5,9 @@ request arrives (its messages, rendered with its tools, are the prompt); each re
 sampled from the engine under the episode's request id, so step-boundary aborts and weight updates apply as
 for any episode; the turn goes back over HTTP; the agent's next request brings the env tokens (its new
 messages, mask 0) or a rewritten history (a new token segment, the reason on the turn's info). The agent's
-return value is the outcome (the last turn's reward and the final reward). A stop at a step boundary leaves
+return value is the last turn's reward, as an env's final ``step`` returns it; with the earlier turns at 0,
+the episode's R (the sum of its turn rewards) is the agent's reward and ``Episode.outcome`` stays None,
+exactly what the env path records for the same exchange. A stop at a step boundary leaves
 the agent's request open: the episode is partial, and the same request is answered when it resumes in this
 job. Across a job restart the agent program is gone: the orchestrator restores the episode by replaying the
 agent through ``AgentGatewayEnv``'s env API (verified), or restarts it, recorded.
@@ -136,14 +138,14 @@ class AgentEpisodeRunner(EpisodeRunner):
             self.ledger.start_segment(event.messages)
 
     def _conclude(self, turn: TurnRecord, outcome: AgentOutcome) -> None:
-        """The agent returned: its reward is the outcome (reward-integrity checks first)."""
+        """The agent returned: its reward is the last turn's (reward-integrity checks first)."""
         problem = outcome_problem(outcome, [t.action for t in self.episode.turns])
         if problem is not None:
             raise AgentGatewayError(problem)
         turn.reward = outcome.reward
         turn.info.update(as_recorded(outcome_info(outcome)))
         self.episode.reward_components = dict(outcome.reward_components)
-        self._finish("complete", outcome.reward)
+        self._finish("complete")
 
     def _take(self, event: AgentCall) -> None:
         """The request the next turn answers: its cap, stop strings and record."""
@@ -173,8 +175,8 @@ class AgentEpisodeRunner(EpisodeRunner):
         finally:
             self.ctx.metrics.env_time_s += time.perf_counter() - started
 
-    def _finish(self, status: str, final_reward: Any = None) -> None:
-        super()._finish(status, final_reward)
+    def _finish(self, status: str, outcome: Any = None) -> None:
+        super()._finish(status, outcome)
         self._end(f"the episode ended ({status})")
 
     def _fail(self, exc: Exception) -> None:

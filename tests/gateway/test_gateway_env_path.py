@@ -88,3 +88,4 @@ def test_gateway_tokens_logprobs_and_versions_equal_the_env_paths(taught_model_d
             )
             assert ours.env_messages == theirs.env_messages
         assert agent_episode.final_reward == env_episode.final_reward == 1.0
+        assert agent_episode.outcome is env_episode.outcome is None  # R is the return, as on the env path
