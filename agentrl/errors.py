@@ -69,11 +69,15 @@ class ToolCallError(AgentRLError, ValueError):
     """A tool call could not be parsed or executed (reported to the model, not raised in rollouts)."""
 
 
+class OpenAIRequestError(AgentRLError, ValueError):
+    """An OpenAI-format request is malformed or asks for what agentrl does not serve (answered with HTTP 400)."""
+
+
 class AgentGatewayError(AgentRLError, RuntimeError):
     """An agent program behind the gateway failed, timed out, or returned no usable reward."""
 
 
-class GatewayRequestError(AgentGatewayError, ValueError):
+class GatewayRequestError(AgentGatewayError, OpenAIRequestError):
     """An agent's OpenAI request cannot be served as a training turn (answered with HTTP 400 and this text)."""
 
 

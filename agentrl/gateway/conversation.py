@@ -14,14 +14,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.errors import AgentGatewayError, GatewayRequestError, RolloutError
+from agentrl.errors import AgentGatewayError, OpenAIRequestError, RolloutError
 from agentrl.gateway.programs import KILL_GRACE_S, AgentProgram, Endpoint
 from agentrl.gateway.protocol import CallPlan
-from agentrl.gateway.replies import SampledTurn, completion, error_body
+from agentrl.gateway.replies import SampledTurn, completion
 from agentrl.gateway.server import GatewayServer
 from agentrl.gateway.session import AgentOutcome, CallAnswer, PendingCall
 from agentrl.gateway.transcript import Transcript
 from agentrl.messages import Message
+from agentrl.openai_api.responses import error_body
 
 
 @dataclass
@@ -122,7 +123,7 @@ class Conversation:
             return event
         try:
             admission = self.transcript.admit(event.plan.messages, event.plan.tools)
-        except GatewayRequestError as exc:
+        except OpenAIRequestError as exc:
             self.session.answer(event, CallAnswer(400, error_body(str(exc), 400)))
             return None
         self.pending = event

@@ -73,11 +73,6 @@ def completion(
     )
 
 
-def error_body(message: str, status: int) -> dict[str, Any]:
-    """OpenAI's error shape (the openai client raises it as BadRequestError, NotFoundError, ...)."""
-    return {"object": "error", "error": {"message": message, "type": "invalid_request_error", "code": status}}
-
-
 def stream_events(body: dict[str, Any], include_usage: bool) -> list[bytes]:
     """A finished completion as ``chat.completion.chunk`` server-sent events, ending with ``[DONE]``."""
     choice = body["choices"][0]

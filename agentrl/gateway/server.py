@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from agentrl.errors import GatewayRequestError
+from agentrl.errors import OpenAIRequestError
 from agentrl.gateway.protocol import plan_chat_request
-from agentrl.gateway.replies import error_body, stream_events
+from agentrl.gateway.replies import stream_events
 from agentrl.gateway.session import AgentSession
+from agentrl.openai_api.responses import error_body
 
 T = TypeVar("T")
 SERVED = "the agentrl gateway serves GET /models and POST /chat/completions under each episode's base URL"
@@ -115,7 +116,7 @@ class GatewayServer:
             plan = plan_chat_request(await request.json())
         except json.JSONDecodeError as exc:
             return _json(400, error_body(f"the request body is not JSON: {exc}", 400))
-        except GatewayRequestError as exc:
+        except OpenAIRequestError as exc:
             return _json(400, error_body(str(exc), 400))
         answer = await session.submit(plan)
         if not plan.stream or answer.status != 200:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.errors import AgentGatewayError
 from agentrl.gateway.protocol import CallPlan
-from agentrl.gateway.replies import error_body
+from agentrl.openai_api.responses import error_body
 
 
 class AgentOutcome(BaseModel):

@@ -17,67 +17,8 @@ from typing import Any
 
 from agentrl.errors import GatewayRequestError
 from agentrl.messages import Message
+from agentrl.openai_api.requests import canonical_message
 from agentrl.toolcall import format_tool_call
-
-ROLES = ("system", "user", "assistant", "tool")
-
-
-def _content(value: Any, index: int) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):  # content parts
-        texts = []
-        for part in value:
-            if not isinstance(part, dict) or part.get("type", "text") != "text":
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise GatewayRequestError(
-                    f"message {index} has a {kind!r} content part; the gateway trains text-only chats, send text parts"
-                )
-            texts.append(str(part.get("text", "")))
-        return "".join(texts)
-    raise GatewayRequestError(f"message {index} has content of type {type(value).__name__}; send a string")
-
-
-def _tool_calls(value: Any, index: int) -> list[dict[str, Any]]:
-    if not isinstance(value, list):
-        raise GatewayRequestError(f"message {index} has tool_calls that are not a list")
-    calls = []
-    for call in value:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise GatewayRequestError(f"message {index} has a tool call without function.name: {str(call)[:80]}")
-        arguments = function.get("arguments", "{}")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append(
-            {"id": call.get("id"), "type": "function", "function": {"name": function["name"], "arguments": arguments}}
-        )
-    return calls
-
-
-def canonical_message(raw: Any, index: int) -> Message:
-    """One request message in the form the gateway compares and records (unknown keys dropped)."""
-    if not isinstance(raw, dict):
-        raise GatewayRequestError(f"message {index} is a {type(raw).__name__}, not a {{role, content}} object")
-    role = "system" if raw.get("role") == "developer" else raw.get("role")
-    if role not in ROLES:
-        raise GatewayRequestError(f"message {index} has role {raw.get('role')!r}; use one of {', '.join(ROLES)}")
-    message: Message = {"role": role, "content": _content(raw.get("content"), index)}
-    if role == "assistant" and raw.get("tool_calls"):
-        message["tool_calls"] = _tool_calls(raw["tool_calls"], index)
-    for key in ("name", "tool_call_id"):
-        if isinstance(raw.get(key), str):
-            message[key] = raw[key]
-    return message
-
-
-def canonical_messages(raw: Any) -> list[Message]:
-    """The request's ``messages`` canonicalised; a GatewayRequestError names the first bad one."""
-    if not isinstance(raw, list) or not raw:
-        raise GatewayRequestError("messages must be a non-empty list of {role, content} objects")
-    return [canonical_message(m, i) for i, m in enumerate(raw)]
 
 
 def _arguments(text: str) -> Any:

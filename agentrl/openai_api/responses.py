@@ -134,3 +134,9 @@ def _envelope(kind: str, model: str, choice: dict[str, Any], result: GenerateRes
         },
         "metadata": {"weight_version": str(result.version_spans[-1].version)},
     }
+
+
+def error_body(message: str, status: int) -> dict[str, Any]:
+    """OpenAI's error shape (the openai client raises it as BadRequestError, NotFoundError, ...)."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return {"object": "error", "error": {"message": message, "type": kind, "code": status}}

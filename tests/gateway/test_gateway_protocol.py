@@ -7,12 +7,13 @@ import math
 
 import pytest
 
-from agentrl.errors import AgentGatewayError, ConfigError, GatewayRequestError
+from agentrl.errors import AgentGatewayError, ConfigError, GatewayRequestError, OpenAIRequestError
 from agentrl.gateway.config import AgentGatewayConfig, CommandAgentConfig, PythonAgentConfig, load_tasks
 from agentrl.gateway.programs import outcome_of
 from agentrl.gateway.protocol import plan_chat_request
 from agentrl.gateway.replies import SampledTurn, completion, cut_at_stop, stream_events
-from agentrl.gateway.transcript import Transcript, canonical_messages
+from agentrl.gateway.transcript import Transcript
+from agentrl.openai_api.requests import canonical_messages
 from agentrl.toolcall import format_tool_call
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
@@ -70,7 +71,7 @@ def test_sampling_settings_are_overridden_and_recorded_shaping_fields_honoured()
     ],
 )
 def test_settings_that_would_make_logprobs_lie_are_refused_by_name(field: str, value: object, expected: str) -> None:
-    with pytest.raises(GatewayRequestError, match=expected):
+    with pytest.raises(OpenAIRequestError, match=expected):
         plan_chat_request({"messages": ASK, field: value})
 
 
@@ -90,9 +91,9 @@ def test_messages_are_canonicalised_and_bad_ones_named() -> None:
     assert system == {"role": "system", "content": "ab"} and user == {"role": "user", "content": "q", "name": "ann"}
     assert assistant["content"] == "" and assistant["tool_calls"][0]["function"] == {"name": "f", "arguments": "{}"}
     assert tool == {"role": "tool", "content": "7", "tool_call_id": "c1"}
-    with pytest.raises(GatewayRequestError, match="message 0 has role 'bot'"):
+    with pytest.raises(OpenAIRequestError, match="message 0 has role 'bot'"):
         canonical_messages([{"role": "bot", "content": "x"}])
-    with pytest.raises(GatewayRequestError, match="'image_url' content part"):
+    with pytest.raises(OpenAIRequestError, match="'image_url' content part"):
         canonical_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])
 
 
