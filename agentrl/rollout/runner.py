@@ -179,14 +179,18 @@ class EpisodeRunner:
         if self.idle_aborts:
             await asyncio.sleep(min(ABORT_BACKOFF_S * 2 ** (self.idle_aborts - 1), 2.0))
 
-    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> tuple[str, object]:
+    def _sampling(self, max_new: int) -> SamplingParams:
+        """The run's sampling settings for the next ``max_new`` tokens (a runner variant may add stop strings)."""
         cfg = self.ctx.config
-        sampling = SamplingParams(
+        return SamplingParams(
             max_new_tokens=max_new,
             temperature=cfg.temperature,
             stop_token_ids=self.ctx.assembler.stop_token_ids,
             stop=tuple(cfg.stop),
         )
+
+    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> tuple[str, object]:
+        sampling = self._sampling(max_new)
         self.failure_source = "engine"
         self.request_id = new_request_id()
         started = time.perf_counter()
