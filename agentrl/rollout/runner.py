@@ -23,7 +23,7 @@ from typing import Any
 from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
-from agentrl.env import MultiTurnEnv
+from agentrl.env import MultiTurnEnv, hack_flags
 from agentrl.env_contract import checked_reset, checked_step
 from agentrl.errors import EngineError, EnvContractError
 from agentrl.ledger import TokenLedger
@@ -224,6 +224,9 @@ class EpisodeRunner:
         self.env_method = "snapshot"
         snapshot = self.env.snapshot() if self.env is not None else None
         self.episode.env_snapshot = as_recorded(snapshot) if snapshot is not None else None
+        for flag in hack_flags(info):
+            if flag not in self.episode.hack_flags:
+                self.episode.hack_flags.append(flag)
         components = info.get("reward_components")
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}
