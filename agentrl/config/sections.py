@@ -292,7 +292,7 @@ class LoggingConfig(StrictModel):
 
 
 class EvalConfig(StrictModel):
-    """Held-out evaluation run by ``agentrl train`` before the first and after the last step."""
+    """Held-out evaluation run by ``agentrl train`` before the first and after the last step (and every N steps)."""
 
     splits: list[str] = Field(
         default_factory=list,
@@ -303,3 +303,9 @@ class EvalConfig(StrictModel):
     temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of evaluation episodes; 0 = greedy.")
     max_tasks: int | None = Field(None, ge=1, description="Evaluate only the first N tasks of each split (None: all).")
     concurrency: int = Field(32, ge=1, description="Evaluation episodes in flight at once.")
+    every_steps: int | None = Field(
+        None,
+        ge=1,
+        description="Also evaluate after every N-th training step (a learning curve; paired like before/after, "
+        "so keep it small with max_tasks); None: only before and after.",
+    )

@@ -208,6 +208,9 @@ async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list
         s.reporter.plot(step)  # after the checkpoint: plots are not worth delaying it
         if exhausted or boundary.stop:
             break
+        if s.dist.is_main and step < total and step % (cfg.eval.every_steps or total + 1) == 0:
+            curve = await heldout_eval(cfg, s.engine, s.tokenizer, s.run_dir, f"step{step:04d}")
+            s.reporter.log_extra(step, curve)
     return s.reporter.history
 
 

@@ -1,6 +1,6 @@
-"""``agentrl train`` on a run shaped like configs/quickstart.yaml (CodeExec, partial rollouts, held-out eval), with
-the tiny model, stopped by a real SIGINT and killed by a real SIGKILL, then resumed: nothing lost, nothing doubled,
-and (with Docker) no sandbox container of the killed job left once the next job starts.
+"""``agentrl train`` on a run shaped like configs/quickstart_single.yaml (CodeExec, partial rollouts, held-out
+eval), with the tiny model, stopped by a real SIGINT and killed by a real SIGKILL, then resumed: nothing lost,
+nothing doubled, and (with Docker) no sandbox container of the killed job left once the next job starts.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ STEPS = 6
 
 
 def quickstart_like(tmp_path: Path, model_dir: Path, sandbox: str, **trainer: Any) -> Path:
-    """configs/quickstart.yaml scaled to the tiny model and a few seconds per step."""
-    cfg = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    """configs/quickstart_single.yaml scaled to the tiny model and a few seconds per step."""
+    cfg = yaml.safe_load((ROOT / "configs" / "quickstart_single.yaml").read_text())
     cfg["model"]["path"] = str(model_dir)
     cfg["engine"].update(max_batch_size=16, max_seq_len=1024)
     cfg["env"]["id"] = "durability_envs:SandboxFirstCodeExec"
