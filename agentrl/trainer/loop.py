@@ -180,7 +180,7 @@ async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list
         if not groups:
             break
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
-        train_metrics = s.updater.update(rows, audit=cfg.algorithm.audit_due(step))
+        train_metrics = s.updater.update(rows, audit=cfg.algorithm.audit_due(step), version=step - 1)
         sync_s = await sync_weights(s.engine, s.lm, step, transport=cfg.engine.weight_transport(s.run_dir), dist=s.dist)
         if s.dist.is_main:
             s.orchestrator.commit_step(step)
