@@ -326,6 +326,18 @@ class TrainerConfig(StrictModel):
         "job's start), so a killed job loses at most about this long plus one step; null: by step count only.",
     )
     keep_checkpoints: int = Field(2, ge=1, description="How many recent checkpoints to keep.")
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync: rollouts, then the update, then the weight sync. async (one step off): step k+1's rollouts "
+        "are collected while step k's update runs in a worker thread; weights reach the engine at the step "
+        "boundary, so trained tokens are one version old (needs rollout.max_staleness >= 1). See docs/async.md.",
+    )
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch intra-op threads of each busy side (the engine thread and the trainer thread take this "
+        "many each). None: every core in sync mode (only one side runs at a time), half the cores in async mode.",
+    )
     seed: int = Field(0, description="Seed of torch, python and numpy RNGs.")
     deterministic: bool = Field(
         False, description="Use deterministic algorithms (CPU runs then reproduce exactly across kill/resume)."

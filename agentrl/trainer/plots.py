@@ -1,4 +1,4 @@
-"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths, engine-trainer mismatch),
+"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths, engine-trainer mismatch, staleness),
 rendered headless (Agg)."""
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ PANELS: list[tuple[str, list[str]]] = [
             "mismatch/pre_update_clip_frac_token",
         ],
     ),
+    ("version lag of trained tokens", ["train/token_lag_mean", "train/token_lag_max"]),
+    ("async: busy seconds", ["perf/update_s", "perf/collect_s", "perf/overlap_s"]),
+    ("dropped for staleness", ["async/stale_dropped_frac", "train/is_masked_frac_seq", "train/is_truncated_frac_seq"]),
 ]
 
 
