@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--threads-sync", type=int, default=None, help="trainer.threads in sync mode")
     parser.add_argument("--threads-async", type=int, default=None, help="trainer.threads in async mode")
     parser.add_argument("--eval-tasks", type=int, default=0, help="held-out tasks per split after training (0: none)")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     with tempfile.TemporaryDirectory(prefix="bench_async_") as tmp:
         results = {mode: run_mode(args, mode, Path(tmp)) for mode in ("sync", "async")}
     ratio = results["async"]["loop_wall_s"] / max(results["sync"]["loop_wall_s"], 1e-9)
