@@ -63,6 +63,7 @@ def summarize(run_dir: Path, process_wall: float) -> dict[str, Any]:
         "step_s": [round(r["perf/step_s"], 2) for r in steps],
         "update_s_mean": _mean(steps, "train/time_s"),
         "overlap_s_total": round(sum(r.get("perf/overlap_s", 0.0) for r in steps), 2),
+        "clip_frac_seq_mean": _mean(steps, "train/clip_frac_seq"),
         "token_lag_mean": _mean(steps, "train/token_lag_mean"),
         "token_lag_max": max((r.get("train/token_lag_max", 0.0) for r in steps), default=0.0),
         "stale_dropped_frac_mean": _mean(steps, "async/stale_dropped_frac"),
