@@ -8,6 +8,8 @@ async/sync (target <= 0.7), the overlap and staleness statistics, and, with ``--
 held-out pass@1 after training of both modes on the same tasks (paired evaluation).
 
     flock /tmp/agentrl-heavy.lock .venv/bin/python scripts/bench_async.py configs/quickstart.yaml --steps 3
+
+With SmolLM2-135M on 2 CPU cores that is about 10 minutes (model loads, 3 steps per mode of 60-100 s).
 """
 
 from __future__ import annotations
