@@ -83,6 +83,9 @@ class RolloutOrchestrator:
         self._drops = DropAlarm(config.max_drop_rate, config.prompts_per_step)
         self.restore_log: list[tuple[str, str, str]] = []  # (episode id, snapshot|replay|restart, reason)
         self._step, self._engine_failures = 0, 0  # engine-failed groups of the step being collected
+        # Versions the trainer will be ahead of the engine when this collection is trained: 0 in sync mode,
+        # 1 while async mode collects step k+1 during update k. Staleness is judged at the training version.
+        self.version_lead = 0
         if buffer is not None:
             buffer.bind_fingerprints(rollout_fingerprints(tokenizer, engine))
             state = buffer.dataset_state()
@@ -129,7 +132,7 @@ class RolloutOrchestrator:
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.buffer.write_boundary, step, stored, self.dataset.state()
             )
-        version = self.engine.weight_version
+        version = self.engine.weight_version + self.version_lead
         for group in batch:
             metrics.staleness.update(staleness(e, version) for e in group.episodes)
         out = metrics.as_dict(time.perf_counter() - started)
@@ -278,7 +281,7 @@ class RolloutOrchestrator:
 
     async def _admit_carried(self) -> None:
         """Apply the staleness bound to every carried group (at admission, and at load)."""
-        version = self.engine.weight_version
+        version = self.engine.weight_version + self.version_lead
         for group in self._groups:
             for slot, runner in enumerate(group.runners):
                 if runner.episode.status == "failed":
