@@ -32,6 +32,22 @@ __all__ = [
 
 StepResult = tuple[list[Message], SupportsFloat, bool, bool, dict[str, Any]]
 
+HACK_FLAGS = "hack_flags"
+"""Info key of ``step`` (``list[str]``): signals of attempted reward hacking seen in this turn, each
+``"<kind>: <detail>"`` (e.g. ``"introspection: sys._getframe"``). The rollout records them on the turn and
+the episode (``Episode.hack_flags``), counts ``reward/hack_suspect_frac`` and ``agentrl inspect`` shows
+them; the env decides whether a flag also costs reward. Any env that grades untrusted output may set it."""
+
+
+def hack_flags(info: dict[str, Any]) -> list[str]:
+    """The hack flags of a step's ``info`` (``[]`` when absent); a malformed value is an env bug, named here."""
+    flags = info.get(HACK_FLAGS, [])
+    if not isinstance(flags, list) or not all(isinstance(flag, str) for flag in flags):
+        raise RolloutError(
+            f"info[{HACK_FLAGS!r}] must be a list of 'kind: detail' strings, got {flags!r:.200}; fix the env's step()"
+        )
+    return flags
+
 
 class EnvInfo(TypedDict, total=False):
     """Every key of ``reset``/``step`` info that agentrl reads; all are optional, other keys are only recorded.
@@ -62,6 +78,10 @@ class EnvInfo(TypedDict, total=False):
     behaviour metrics count a later solve as a recovery."""
     code_ran: bool
     """Step: code was executed and ran; ``False`` counts as a failed run when ``run_failed`` is absent."""
+    hack_flags: list[str]
+    """Step: signals of attempted reward hacking seen in this turn, each ``"<kind>: <detail>"``; recorded on
+    the episode (``Episode.hack_flags``), counted as ``reward/hack_suspect_frac``, shown by ``agentrl inspect``
+    (see ``HACK_FLAGS``)."""
 
 
 class MultiTurnEnv(gym.Env[list[Message], str]):

@@ -69,6 +69,18 @@ class ToolCallError(AgentRLError, ValueError):
     """A tool call could not be parsed or executed (reported to the model, not raised in rollouts)."""
 
 
+class OpenAIRequestError(AgentRLError, ValueError):
+    """An OpenAI-format request is malformed or asks for what agentrl does not serve (answered with HTTP 400)."""
+
+
+class AgentGatewayError(AgentRLError, RuntimeError):
+    """An agent program behind the gateway failed, timed out, or returned no usable reward."""
+
+
+class GatewayRequestError(AgentGatewayError, OpenAIRequestError):
+    """An agent's OpenAI request cannot be served as a training turn (answered with HTTP 400 and this text)."""
+
+
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""`` when none is close."""
     matches = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)

@@ -129,6 +129,22 @@ class TokenLedger:
         history.extend(new_messages)
         self._gen_text_cache = (len(history), new_text)
 
+    def start_segment(self, messages: list[Message]) -> None:
+        """Continue after a finished turn from a history that replaces the recorded one (a new segment).
+
+        For a driver that rewrites the chat (an agent program behind the gateway dropped or edited earlier
+        messages): the segment so far stays as sampled; the new one's prompt is the render of ``messages``
+        plus the generation prompt, and ``episode.messages`` becomes ``messages``.
+        """
+        if not self.turn_ended:
+            raise RolloutError("start_segment() needs a finished assistant turn: call end_turn(decode_turn(ids)) first")
+        history = [dict(m) for m in messages]
+        _check_not_ending_with_assistant(history, "start_segment")
+        text = self.assembler.render(history, add_generation_prompt=True)
+        self.episode.segments.append(TokenSegment(prompt_ids=self.assembler.encode(text)))
+        self.episode.messages = history
+        self._gen_text_cache = (len(history), text)
+
     def input_ids(self) -> list[int]:
         """Prompt plus completion of the current segment: what the engine continues from."""
         return self.segment.input_ids

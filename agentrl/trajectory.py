@@ -125,6 +125,10 @@ class Episode(BaseModel):
     reward_components: dict[str, float] = Field(
         default_factory=dict, description="Named reward parts from env info, for logging."
     )
+    hack_flags: list[str] = Field(
+        default_factory=list,
+        description="Signals of attempted reward hacking the env reported (info['hack_flags']), over all turns.",
+    )
     env_snapshot: Any = Field(
         None, description="JSON-able env.snapshot() at the last turn boundary, when the env supports it."
     )

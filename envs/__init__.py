@@ -10,4 +10,5 @@ register_env("agentrl/McpTools-v0", entry_point="envs.interop.mcp_env:McpToolsEn
 register_env("agentrl/OpenEnv-v0", entry_point="envs.interop.openenv_env:OpenEnvEnv")
 register_env("agentrl/Harbor-v0", entry_point="envs.interop.harbor:HarborEnv")
 register_env("agentrl/Verifiers-v0", entry_point="envs.interop.verifiers_env:VerifiersEnv")
+register_env("agentrl/AgentGateway-v0", entry_point="agentrl.gateway.env:AgentGatewayEnv")
 register_env("agentrl/CodeAgent-v0", entry_point="envs.code_agent:CodeAgentEnv")

@@ -20,6 +20,7 @@ from sandboxes.pool import SandboxPool
 from sandboxes.process_backend import ProcessSandbox
 from sandboxes.reaper import reap_stale_containers
 from sandboxes.result import ExecResult
+from sandboxes.service import SandboxService, ServiceReply
 
 __all__ = [
     "AutoSandboxConfig",
@@ -39,8 +40,10 @@ __all__ = [
     "SandboxInputError",
     "SandboxPool",
     "SandboxPoolError",
+    "SandboxService",
     "SandboxStartError",
     "SandboxUnavailableError",
+    "ServiceReply",
     "docker_available",
     "make_sandbox",
     "parse_sandbox_config",

@@ -12,11 +12,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandboxes.channel import FrameChannel, SessionLostError
-from sandboxes.errors import SandboxClosedError, SandboxFileError, SandboxInputError
+from sandboxes.errors import SandboxClosedError, SandboxCrashedError, SandboxError, SandboxFileError, SandboxInputError
 from sandboxes.result import ExecResult
+
+if TYPE_CHECKING:
+    from sandboxes.service import SandboxService
 
 _RESULT_KEYS = ("stdout", "stderr", "exit_code", "timed_out", "oom_killed", "truncated", "duration_s", "restarted")
 
@@ -77,8 +80,17 @@ class Sandbox(ABC):
             raise SandboxInputError(f"path must be a str, got {type(path).__name__}")
         return base64.b64decode(self._call({"op": "read", "path": path}, self.config.start_timeout_s)["data"])
 
+    def open_service(self, source: str) -> SandboxService:
+        """Start a request/response process running Python ``source`` (protocol: ``sandboxes.service``).
+
+        It is a fresh process, not the stateful session: nothing of the session's variables reaches it.
+        """
+        from sandboxes.service import SandboxService  # it builds on this module
+
+        return SandboxService(self, source)
+
     def reset(self) -> None:
-        """Fresh session: kill every process, clear the work dir and /tmp; the sandbox stays warm."""
+        """Fresh session: kill every process and service, clear the work dir and /tmp; the sandbox stays warm."""
         try:
             self._call({"op": "reset"}, self.config.start_timeout_s)
         except SessionLostError:
@@ -108,7 +120,14 @@ class Sandbox(ABC):
         with self._lock:
             return self._call_locked(request, timeout_s)
 
-    def _call_locked(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def _service_op(self, request: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        """A service request (start, call, stop); a refused one raises SandboxCrashedError, a lost session passes."""
+        with self._lock:
+            return self._call_locked(request, timeout_s or self.config.start_timeout_s, SandboxCrashedError)
+
+    def _call_locked(
+        self, request: dict[str, Any], timeout_s: float, error: type[SandboxError] = SandboxFileError
+    ) -> dict[str, Any]:
         if self._closed:
             raise SandboxClosedError(f"sandbox {self!r} is closed: create a new one (or acquire from a pool)")
         if self._channel is None:
@@ -116,7 +135,7 @@ class Sandbox(ABC):
         assert self._channel is not None
         reply = self._channel.call(request, timeout_s)
         if not reply.get("ok"):
-            raise SandboxFileError(f"sandbox {request['op']} failed: {reply.get('error')}")
+            raise error(f"sandbox {request['op']} failed: {reply.get('error')}")
         return reply
 
     def _recover(self) -> None:

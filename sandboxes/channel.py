@@ -55,7 +55,13 @@ class FrameChannel:
         (size,) = struct.unpack(">I", self._read(4, deadline))
         if size > self._max_frame:
             raise SessionLostError(f"session server sent a {size}-byte frame (limit {self._max_frame}): hostile?")
-        return json.loads(self._read(size, deadline).decode("utf-8"))
+        try:
+            reply = json.loads(self._read(size, deadline).decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON (a cell can reach the server's stdout)
+            raise SessionLostError(f"session server sent a malformed frame: {exc}") from exc
+        if not isinstance(reply, dict):
+            raise SessionLostError(f"session server sent a {type(reply).__name__} frame, not an object")
+        return reply
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)

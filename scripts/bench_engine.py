@@ -264,7 +264,7 @@ def summarise(rounds: list[dict[str, float]]) -> dict[str, object]:
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=None, help="HF model directory (default: build the tiny model)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for every contender")
@@ -277,38 +277,13 @@ def main() -> None:
         "--hf-forward", action="store_true", help="run the in-process engine on HF's forward (A/B of the lean path)"
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    model_dir = args.model
-    if model_dir is None:
-        from agentrl.models.tiny import make_tiny_model
+    return parser.parse_args()
 
-        model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")))
-    proc, url = start_server(model_dir, args.threads, args.batch)
-    engine = EmbeddedEngine.from_pretrained(model_dir, config=EmbeddedEngineConfig(max_batch_size=args.batch, seed=0))
-    if args.hf_forward:
-        engine.runner.lean, engine.runner.lean_reason = None, "disabled (--hf-forward)"
-    LEAN["used"], LEAN["fallback_reason"] = engine.runner.lean is not None, engine.runner.lean_reason
-    vocab = min(engine.vocab_size, 2000)
-    prompts_t = torch.randint(0, vocab, (args.batch, 16), generator=torch.Generator().manual_seed(0))
-    mixed = mixed_workload(args.requests, vocab, seed=1)
-    rounds = []
-    try:
-        for i in range(args.rounds):
-            rounds.append(measure_round(engine, url, args, prompts_t, mixed))
-            print(f"[bench] round {i}: {rounds[-1]}", file=sys.stderr, flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        asyncio.run(engine.close())
-    multi = [multi_turn_round(model_dir, args, vocab) for _ in range(args.rounds)]
+
+def multi_turn_and_shared_head(args: argparse.Namespace, multi: list[dict], shared: list[dict]) -> dict[str, object]:
+    """The shared-head and multi-turn sections of the report: the best round of each, and every round."""
     best_on, best_off = max(r["prefix_cache_tok_s"] for r in multi), max(r["no_prefix_cache_tok_s"] for r in multi)
-    shared = [shared_head_round(model_dir, args, vocab) for _ in range(args.rounds)]
-    report: dict[str, object] = {
-        "model": str(model_dir),
-        "params": sum(p.numel() for p in engine.runner.model.parameters()),
-        **summarise(rounds),
-    }
+    report: dict[str, object] = {}
     best_share, best_plain = max(r["sharing_tok_s"] for r in shared), max(r["no_sharing_tok_s"] for r in shared)
     report["shared_head"] = {
         "requests": 32,
@@ -334,6 +309,42 @@ def main() -> None:
         "cached_prompt_tokens": multi[0]["prefix_cache_cached_prompt_tokens"],
         "rounds": multi,
     }
+    return report
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    model_dir = args.model
+    if model_dir is None:
+        from agentrl.models.tiny import make_tiny_model
+
+        model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")))
+    proc, url = start_server(model_dir, args.threads, args.batch)
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=EmbeddedEngineConfig(max_batch_size=args.batch, seed=0))
+    if args.hf_forward:
+        engine.runner.lean, engine.runner.lean_reason = None, "disabled (--hf-forward)"
+    LEAN["used"], LEAN["fallback_reason"] = engine.runner.lean is not None, engine.runner.lean_reason
+    vocab = min(engine.vocab_size, 2000)
+    prompts_t = torch.randint(0, vocab, (args.batch, 16), generator=torch.Generator().manual_seed(0))
+    mixed = mixed_workload(args.requests, vocab, seed=1)
+    rounds = []
+    try:
+        for i in range(args.rounds):
+            rounds.append(measure_round(engine, url, args, prompts_t, mixed))
+            print(f"[bench] round {i}: {rounds[-1]}", file=sys.stderr, flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        asyncio.run(engine.close())
+    multi = [multi_turn_round(model_dir, args, vocab) for _ in range(args.rounds)]
+    shared = [shared_head_round(model_dir, args, vocab) for _ in range(args.rounds)]
+    report: dict[str, object] = {
+        "model": str(model_dir),
+        "params": sum(p.numel() for p in engine.runner.model.parameters()),
+        **summarise(rounds),
+    }
+    report.update(multi_turn_and_shared_head(args, multi, shared))
     report["machine"] = {
         "platform": platform.platform(),
         "cpu": _cpu_model(),

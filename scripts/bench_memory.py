@@ -188,6 +188,7 @@ def _watched(phases: list[dict[str, Any]], name: str, fn: Any, is_async: bool) -
 def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, Any]:
     """``agentrl train`` with each phase's peak RSS recorded (the phases are wrapped, nothing else changes)."""
     import agentrl.trainer.loop as loop
+    import agentrl.trainer.step_end as step_end
     from agentrl.config.loader import load_config
     from agentrl.rollout.orchestrator import RolloutOrchestrator
     from agentrl.trainer.update import PolicyUpdater
@@ -196,8 +197,8 @@ def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, A
     overrides = _undo_memory_changes(loop, overrides)
     watched = functools.partial(_watched, phases)
     loop.build_session = watched("load", loop.build_session, True)
-    loop.sync_weights = watched("sync", loop.sync_weights, True)
-    loop._save = watched("checkpoint", loop._save, False)
+    step_end.sync_weights = watched("sync", step_end.sync_weights, True)
+    step_end.save_session = watched("checkpoint", step_end.save_session, False)
     RolloutOrchestrator.collect_step = watched("rollout", RolloutOrchestrator.collect_step, True)
     PolicyUpdater.update = watched("update", PolicyUpdater.update, False)
     quiet = ["logging.progress=false", "logging.wandb_mode=disabled", "eval.splits=[]", f"logging.run_root={run_root}"]

@@ -88,6 +88,25 @@ async def _collect(
     return times, episodes, generated
 
 
+def mode_summary(times: list[float], lengths: list[int], counters: dict[str, float]) -> dict[str, Any]:
+    """One mode's step times, trained-length distribution and token counters, as the report shows them."""
+    done, c = sorted(lengths), counters
+    trained = sum(done)
+    return {
+        "step_s": [round(t, 3) for t in times],
+        "mean_step_s": sum(times) / len(times),
+        "groups_trained": c["groups"],
+        "trained_tokens": trained,
+        "trained_tokens_per_s": trained / sum(times),
+        "generated_tokens": c["generated"],
+        "stale_discarded_tokens": c["discarded"],
+        "stale_discarded_frac_of_generated": c["discarded"] / max(c["generated"], 1.0),
+        "trained_median_tokens": done[len(done) // 2],
+        "trained_mean_tokens": trained / len(done),
+        "trained_max_tokens": done[-1],
+    }
+
+
 async def partial_vs_sync(
     engine: EmbeddedEngine, tokenizer: Any, steps: int, median: int, over_sample: float, max_staleness: int
 ) -> dict[str, Any]:
@@ -134,21 +153,7 @@ async def partial_vs_sync(
     out: dict[str, Any] = {"steps": steps, "over_sample": over_sample, "max_staleness": max_staleness}
     for mode, orch in orchs.items():
         await orch.close()
-        done, c = sorted(lengths[mode]), counters[mode]
-        trained = sum(done)
-        out[mode] = {
-            "step_s": [round(t, 3) for t in times[mode]],
-            "mean_step_s": sum(times[mode]) / steps,
-            "groups_trained": c["groups"],
-            "trained_tokens": trained,
-            "trained_tokens_per_s": trained / sum(times[mode]),
-            "generated_tokens": c["generated"],
-            "stale_discarded_tokens": c["discarded"],
-            "stale_discarded_frac_of_generated": c["discarded"] / max(c["generated"], 1.0),
-            "trained_median_tokens": done[len(done) // 2],
-            "trained_mean_tokens": trained / len(done),
-            "trained_max_tokens": done[-1],
-        }
+        out[mode] = mode_summary(times[mode], lengths[mode], counters[mode])
     if out["partial"]["groups_trained"] != out["sync"]["groups_trained"]:
         raise RuntimeError(
             f"unequal work: {out['partial']['groups_trained']} vs {out['sync']['groups_trained']} groups"

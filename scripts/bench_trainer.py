@@ -181,8 +181,8 @@ def _sub(
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    """Run the comparisons (or one ``--variant`` when called as a worker) and print the JSON."""
+def parse_args() -> argparse.Namespace:
+    """The command line of the benchmark and of its per-variant workers."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variant", choices=["engine", "recompute", "naive", "ce"])
     parser.add_argument("--model", default="small", choices=["small", "smollm2"])
@@ -201,7 +201,12 @@ def main() -> None:
         default=4,
         help="Rows of 256 tokens in the GSPO-token vs CE comparison (SmolLM2 shape).",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    """Run the comparisons (or one ``--variant`` when called as a worker) and print the JSON."""
+    args = parse_args()
     if args.variant:
         print(json.dumps(run_variant(args)))
         return

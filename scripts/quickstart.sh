@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job (README's first command): set up Python and Docker, convert SmolLM2-135M-Instruct once,
-# then train it with GSPO-token on sandboxed coding tasks (configs/quickstart.yaml). Idempotent.
+# then train it with GSPO-token as a multi-turn coding agent in the sandbox (configs/quickstart.yaml). Idempotent.
 # Extra arguments go to `agentrl train` (e.g. trainer.steps=2, or --resume runs/quickstart-...).
 set -euo pipefail
 cd "$(dirname "$0")/.."

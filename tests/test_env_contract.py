@@ -62,6 +62,8 @@ def test_bad_reset_returns_name_what_was_returned_and_what_is_required(value: An
         (([], 1.0, True, False, {"reward_components": {"a": "1"}}), r"info\['reward_components'\] .* a dict of"),
         (([], 1.0, True, False, {"outcome": math.inf}), r"info\['outcome'\] is inf"),
         (([], 1.0, True, False, {"sandbox_time_s": -1}), r"info\['sandbox_time_s'\] is -1"),
+        (([], 1.0, True, False, {"hack_flags": "introspection"}), r"info\['hack_flags'\] is 'introspection'"),
+        (([], 1.0, True, False, {"hack_flags": [3]}), r"info\['hack_flags'\] is \[3\] .* list of 'kind: detail'"),
     ],
 )
 def test_bad_step_returns_name_what_was_returned_and_what_is_required(value: Any, expected: str) -> None:

@@ -27,6 +27,14 @@ from agentrl.algos.loss_base import (
     summed,
 )
 from agentrl.algos.losses import GRPO, GSPO, GSPOToken, make_loss, policy_loss
+from agentrl.algos.offpolicy import (
+    MaskedIS,
+    NoCorrection,
+    OffPolicy,
+    TruncatedIS,
+    behaviour_weights,
+    proximal_logprobs,
+)
 from agentrl.algos.scheme_base import (
     SCHEMES,
     AdvantageScheme,
@@ -46,21 +54,27 @@ register_scheme(DiscountedReturn)
 __all__ = [
     "LOSSES",
     "SCHEMES",
+    "TruncatedIS",
     "AdvantageScheme",
     "LossBatch",
     "LossTerms",
+    "MaskedIS",
     "Metric",
+    "NoCorrection",
     "Normalization",
+    "OffPolicy",
     "PolicyLoss",
     "PolicyLossOutput",
     "PreparedBatch",
     "RewardBatch",
+    "behaviour_weights",
     "broadcast_turn_advantages",
     "group_advantages",
     "make_loss",
     "make_scheme",
     "maximum",
     "policy_loss",
+    "proximal_logprobs",
     "ratio",
     "register_loss",
     "register_scheme",

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
+from agentrl.algos.offpolicy import Level, OffPolicy, behaviour_weights, proximal_logprobs
 from agentrl.config.plugins import PluginRegistry, PluginSettings
 from agentrl.config.problems import Problem
 from agentrl.errors import ConfigError
@@ -43,6 +44,8 @@ class LossBatch:
     mask: torch.Tensor  # bool: tokens the policy sampled in this episode (and not masked as stale)
     advantages: torch.Tensor  # [B] (one per sequence) or [B, T] (per token)
     versions: torch.Tensor | None = None  # long: policy version that sampled each token, -1 off-policy tokens
+    logp_behaviour: torch.Tensor | None = None  # the engine's logprobs when logp_old holds a recompute (GSPO.md 5)
+    lags: torch.Tensor | None = None  # long: trainer version at the step start minus each token's version
 
 
 OPTIONAL_INPUTS = frozenset(f.name for f in dataclasses.fields(LossBatch) if f.default is None)
@@ -70,6 +73,7 @@ class LossTerms:
 
     per_row: torch.Tensor  # [B]
     clipped_bt: torch.Tensor  # [B, T] bool: tokens the clip acted on (clip_frac_token / clip_frac_seq count them)
+    per_token: torch.Tensor | None = None  # [B, T] when per_row = per_token.sum(-1) / |y_i| (token-level IS weights)
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,22 @@ CLIP_METRICS: dict[str, Metric] = {
 }
 
 
+OFFPOLICY_METRICS: dict[str, Metric] = {
+    "n_tokens": summed(),
+    "n_seqs": summed(),
+    "n_is_truncated_tokens": summed(),
+    "n_is_masked_tokens": summed(),
+    "n_is_truncated_seqs": summed(),
+    "n_is_masked_seqs": summed(),
+    "sum_abs_is_log_ratio": summed(),
+    "is_truncated_frac_token": ratio("n_is_truncated_tokens", "n_tokens"),
+    "is_masked_frac_token": ratio("n_is_masked_tokens", "n_tokens"),
+    "is_truncated_frac_seq": ratio("n_is_truncated_seqs", "n_seqs"),
+    "is_masked_frac_seq": ratio("n_is_masked_seqs", "n_seqs"),
+    "is_abs_log_ratio_mean": ratio("sum_abs_is_log_ratio", "n_seqs"),
+}
+
+
 def finish_metrics(
     spec: Mapping[str, Metric], sums: Mapping[str, float], maxima: Mapping[str, float]
 ) -> dict[str, float]:
@@ -140,6 +160,7 @@ class PolicyLoss(PluginSettings):
     """
 
     token_advantages: ClassVar[bool] = True
+    is_level: ClassVar[Level] = "sequence"  # default level of the behaviour ratio (GSPO.md 5)
     inputs: ClassVar[frozenset[str]] = frozenset()
     metrics: ClassVar[dict[str, Metric]] = CLIP_METRICS
 
@@ -168,20 +189,64 @@ class PolicyLoss(PluginSettings):
             ]
         return []
 
-    def __call__(self, batch: LossBatch, num_sequences: float | None = None) -> PolicyLossOutput:
-        """L = -(1/N) sum_i per_row_i with N = num_sequences or B (GSPO.md 2.4), and this call's statistics."""
+    def metric_spec(self, off_policy: OffPolicy | None = None) -> dict[str, Metric]:
+        """This loss's statistics, plus the importance-correction ones when ``off_policy`` is decoupled."""
+        if off_policy is None or not off_policy.decoupled:
+            return dict(self.metrics)
+        return {**OFFPOLICY_METRICS, **self.metrics}
+
+    def is_correction_level(self, off_policy: OffPolicy) -> Level:
+        """The level of the behaviour ratio: the configured one, else this loss's own (``is_level``)."""
+        return off_policy.is_correction.level or self.is_level
+
+    def __call__(
+        self, batch: LossBatch, num_sequences: float | None = None, off_policy: OffPolicy | None = None
+    ) -> PolicyLossOutput:
+        """L = -(1/N) sum_i w_i per_row_i with N = num_sequences or B (GSPO.md 2.4, 5), and this call's statistics.
+
+        ``off_policy`` (decoupled): clip against the proximal policy and weight by the behaviour correction.
+        """
         missing = sorted(name for name in self.inputs if getattr(batch, name) is None)
         if missing:
             raise ConfigError(f"loss {self.name!r} needs the inputs {missing}, which this caller did not provide")
-        x = prepare(batch, self)
         n = float(num_sequences) if num_sequences is not None else float(batch.mask.shape[0])
         if n <= 0:
             raise ConfigError(f"num_sequences={num_sequences} must be > 0 (the rows of the optimizer mini-batch)")
-        terms = self.terms(x)
-        loss = -terms.per_row.sum() / n
-        stats = self.statistics(x, terms)
+        if off_policy is None or not off_policy.decoupled:
+            x = prepare(batch, self)
+            terms = self.terms(x)
+            per_row, extra = terms.per_row, {}
+        else:
+            x, terms, per_row, extra = self._decoupled(batch, off_policy)
+        loss = -per_row.sum() / n
+        stats = {**self.statistics(x, terms), **extra}
+        stats.update(finish_metrics(OFFPOLICY_METRICS, stats, {}) if extra else {})
         stats["loss"] = float(loss.detach())
         return PolicyLossOutput(loss=loss, metrics=stats)
+
+    def _decoupled(
+        self, batch: LossBatch, off_policy: OffPolicy
+    ) -> tuple[PreparedBatch, LossTerms, torch.Tensor, dict[str, float]]:
+        """Surrogate against the proximal policy, each row (or token) weighted by the detached behaviour weight."""
+        mode = off_policy.proximal
+        if mode == "recompute" and batch.logp_behaviour is None:
+            raise ConfigError("proximal 'recompute' needs the engine's logprobs (LossBatch.logp_behaviour)")
+        mask = batch.mask.bool()
+        behaviour = torch.where(mask, (batch.logp_old if mode != "recompute" else batch.logp_behaviour).float(), 0.0)
+        current = torch.where(mask, batch.logp_new.detach().float(), 0.0)
+        proximal = proximal_logprobs(mode, behaviour, current, batch.lags, recomputed=batch.logp_old)
+        x = prepare(dataclasses.replace(batch, logp_old=proximal), self)
+        terms = self.terms(x)
+        level = self.is_correction_level(off_policy)
+        corr = behaviour_weights(off_policy.is_correction, level, x.logp_old, behaviour, mask)
+        if level == "sequence":
+            return x, terms, terms.per_row * corr.weights, corr.stats
+        if terms.per_token is None:
+            raise ConfigError(
+                f"loss {self.name!r} has no per-token surrogate, so is_correction level 'token' cannot weight it; "
+                "use level: sequence"
+            )
+        return x, terms, (terms.per_token * corr.weights).sum(-1) / x.lengths, corr.stats
 
     def statistics(self, x: PreparedBatch, terms: LossTerms) -> dict[str, float]:
         """Raw statistics of ``metrics`` for this call, plus their ratios and maxima for a one-call caller."""

@@ -101,13 +101,14 @@ class GSPOToken(SequenceRatioLoss):
         s_it = log_s_it.exp()
         per_tok = torch.where(x.mask, surrogate(s_it, x.adv_bt, self.eps_low, self.eps_high), 0.0)
         clipped_bt = clipped(s_it.detach(), x.adv_bt, self.eps_low, self.eps_high) & x.mask
-        return LossTerms(per_tok.sum(-1) / x.lengths, clipped_bt)
+        return LossTerms(per_tok.sum(-1) / x.lengths, clipped_bt, per_tok)
 
 
 class GRPO(ClippedLoss):
     """GRPO (contrast): per-token ratio w_it = exp(logp_new_it - logp_old_it), sequence-mean over tokens."""
 
     name: Literal["grpo"] = "grpo"
+    is_level: ClassVar[Literal["token", "sequence"]] = "token"
     eps_low: float = Field(0.2, description="Lower clip range of the per-token ratio (GRPO/PPO: 0.2).")
     eps_high: float = Field(0.28, description="Upper clip range of the per-token ratio (DAPO's clip-higher: 0.28).")
     unknown_key_hints: ClassVar[dict[str, str]] = {
@@ -120,7 +121,7 @@ class GRPO(ClippedLoss):
         w_it = (x.logp_new - x.logp_old).exp()
         per_tok = torch.where(x.mask, surrogate(w_it, x.adv_bt, self.eps_low, self.eps_high), 0.0)
         clipped_bt = clipped(w_it.detach(), x.adv_bt, self.eps_low, self.eps_high) & x.mask
-        return LossTerms(per_tok.sum(-1) / x.lengths, clipped_bt)
+        return LossTerms(per_tok.sum(-1) / x.lengths, clipped_bt, per_tok)
 
 
 def make_loss(variant: str, **settings: Any) -> PolicyLoss:

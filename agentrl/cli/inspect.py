@@ -3,7 +3,8 @@
 Reads a run directory's rollout buffer (``rollout_buffer.sqlite``), the buffer file itself, or a
 JSONL file of episodes (``agentrl rollout --out``). Shows the prompt each episode started from (decoded
 from its tokens: system and tools prompt as the model saw them, when a tokenizer is at hand), then per
-turn the model's text, the env's reply, reward, token count, the policy versions, and partial/resumed/errors.
+turn the model's text, the env's reply, reward, token count, the policy versions, partial/resumed/errors,
+and the reward-hack flags an env raised (``--flagged`` keeps only flagged episodes).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--limit", type=int, default=20, help="Most episodes to print (default 20).")
     parser.add_argument("--chars", type=int, default=400, help="Most characters of each message to print.")
+    parser.add_argument(
+        "--flagged", action="store_true", help="Only episodes with reward-hack flags (info['hack_flags'])."
+    )
     parser.add_argument(
         "--tokenizer",
         default=None,
@@ -92,10 +96,11 @@ def _header(label: str, e: Episode) -> str:
     total = sum(len(s.input_ids) for s in e.segments)
     reward = "-" if e.final_reward is None else f"{e.final_reward:.3f}"
     resumed = f"  resumed x{e.resumed}" if e.resumed else ""
+    flagged = f"\nHACK SUSPECT: {'; '.join(e.hack_flags)}" if e.hack_flags else ""
     return (
         f"episode {e.episode_id[:12]}  task {e.task_id}  group {e.group_id}  [{label}]\n"
         f"status {e.status}  reward {reward}  turns {len(e.turns)}  tokens {sampled} sampled / {total} total  "
-        f"versions min {e.min_version}{resumed}"
+        f"versions min {e.min_version}{resumed}{flagged}"
     )
 
 
@@ -108,6 +113,8 @@ def _turn_lines(e: Episode, turn: TurnRecord, chars: int) -> list[str]:
     ]
     lines.append(f"    assistant: {_clip(turn.action, chars)!r}")
     lines.extend(f"    {m.get('role', '?')}: {_clip(str(m.get('content', '')), chars)!r}" for m in turn.env_messages)
+    if turn.info.get("hack_flags"):
+        lines.append(f"    hack flags: {turn.info['hack_flags']}")
     return lines
 
 
@@ -178,6 +185,8 @@ def _tokenizer(args: argparse.Namespace) -> tuple[Any, str]:
 def run_command(args: argparse.Namespace) -> int:
     """Print the episodes (rich console when available)."""
     pairs = load_episodes(args.source, step=args.step, state=args.state)
+    if args.flagged:
+        pairs = [(label, e) for label, e in pairs if e.hack_flags]
     tokenizer, note = _tokenizer(args)
     text = render(pairs, limit=args.limit, chars=args.chars, tokenizer=tokenizer, prompt_chars=args.prompt_chars)
     if note:
@@ -188,5 +197,7 @@ def run_command(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     for _, e in pairs:
         counts[e.status] = counts.get(e.status, 0) + 1
-    print(f"\n{len(pairs)} episodes: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    flagged = sum(bool(e.hack_flags) for _, e in pairs)
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    print(f"\n{len(pairs)} episodes: {summary}" + (f"; {flagged} flagged for reward hacking" if flagged else ""))
     return 0

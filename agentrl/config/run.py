@@ -80,6 +80,14 @@ class RunConfig(StrictModel):
             )
         problems.extend(self._batch_problems(world_size))
         problems.extend(self._training_problems())
+        if self.trainer.mode == "async" and world_size > 1:
+            problems.append(
+                Problem(
+                    "trainer.mode",
+                    f"'async' overlaps the update with the engine in one process, but this job has {world_size} ranks",
+                    "use trainer.mode: sync under torchrun",
+                )
+            )
         return problems
 
     def _batch_problems(self, world_size: int) -> list[Problem]:
@@ -119,12 +127,38 @@ class RunConfig(StrictModel):
                     f"set algorithm.max_token_lag (e.g. {rollout.max_staleness})",
                 )
             )
+        problems.extend(self._async_problems())
         if rollout.group_size < 2:
             problems.append(
                 Problem(
                     "rollout.group_size",
                     "group_size 1 gives every episode advantage 0 (nothing to learn)",
                     "set rollout.group_size >= 2",
+                )
+            )
+        return problems
+
+    def _async_problems(self) -> list[Problem]:
+        """trainer.mode async trains every fresh sample one version late: the staleness bounds must allow it."""
+        if self.trainer.mode != "async":
+            return []
+        problems = []
+        if self.rollout.max_staleness < 1:
+            problems.append(
+                Problem(
+                    "rollout.max_staleness",
+                    "0, but trainer.mode 'async' trains each batch with weights one version newer than sampled it, "
+                    "so every episode would be restarted forever",
+                    "set rollout.max_staleness >= 1, or trainer.mode: sync",
+                )
+            )
+        lag = self.algorithm.max_token_lag
+        if lag is not None and lag < 1:
+            problems.append(
+                Problem(
+                    "algorithm.max_token_lag",
+                    f"{lag}, but trainer.mode 'async' trains tokens one version old, so every token would be masked",
+                    "set algorithm.max_token_lag >= 1 (or unset it), or trainer.mode: sync",
                 )
             )
         return problems

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, SerializeAsAny, field_validator
 from pydantic_core import PydanticCustomError
 
 from agentrl.config.base import StrictModel
+from agentrl.config.offpolicy import ISCorrection, NoCorrection, OffPolicy, Proximal
 from agentrl.config.plugins import PluginSettings
 from agentrl.config.problems import Problem
 
@@ -167,6 +168,18 @@ class AlgorithmConfig(StrictModel):
         description="Mask (exclude from the loss) tokens sampled more than this many policy versions ago; None keeps "
         "all.",
     )
+    proximal: Proximal | None = Field(
+        None,
+        description="Decoupled objective (GSPO.md section 5): the proximal policy the clip is taken against. behaviour "
+        "(the engine's logprobs), recompute (one no-grad trainer forward at the step start) or interpolate "
+        "(b + lag/(lag+1) (sg[current] - b) per token, no pass). None follows old_logprobs (engine: behaviour).",
+    )
+    is_correction: ISCorrection = Field(
+        default_factory=NoCorrection,
+        description="Importance correction between the proximal and the behaviour policy: none, or a mapping "
+        "{name: tis, cap: 2.0} (truncated IS) or {name: mis, low: 0.5, high: 5.0} (masked IS, IcePop-style), each "
+        "with level: token | sequence (default: the loss's own, sequence for gspo/gspo_token, token for grpo).",
+    )
 
     moved_keys: ClassVar[dict[str, str]] = {
         "eps_low": _moved("eps_low", "loss", "gspo_token"),
@@ -211,6 +224,17 @@ class AlgorithmConfig(StrictModel):
     def _resolve_scheme(cls, value: Any) -> Any:
         return _registry("turn_advantage").resolve(value, default=cls.model_fields["turn_advantage"].default)
 
+    @field_validator("is_correction", mode="before")
+    @classmethod
+    def _correction_by_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @property
+    def off_policy(self) -> OffPolicy:
+        """The effective decoupled-objective settings (``proximal`` None follows ``old_logprobs``)."""
+        default = "recompute" if self.old_logprobs == "recompute" else "behaviour"
+        return OffPolicy(proximal=self.proximal or default, is_correction=self.is_correction)
+
     @classmethod
     def plugin_model(cls, field: str, value: Any) -> type[BaseModel] | None:
         """The settings class a raw ``loss`` / ``turn_advantage`` value selects (for error messages)."""
@@ -221,6 +245,7 @@ class AlgorithmConfig(StrictModel):
     def problems(self) -> list[Problem]:
         """Checks that relate the loss, the scheme and the other algorithm settings (each plug-in owns its own)."""
         problems = [*self.loss.problems(self), *self.turn_advantage.problems(self)]  # type: ignore[attr-defined]
+        problems += self._off_policy_problems()
         if self.audit_every and self.old_logprobs == "recompute":
             problems.append(
                 Problem(
@@ -231,6 +256,37 @@ class AlgorithmConfig(StrictModel):
                 )
             )
         return problems
+
+    def _off_policy_problems(self) -> list[Problem]:
+        out = []
+        if self.old_logprobs == "recompute" and self.proximal not in (None, "recompute"):
+            out.append(
+                Problem(
+                    "algorithm.proximal",
+                    f"{self.proximal!r} contradicts old_logprobs 'recompute' (which makes the recompute the proximal)",
+                    "drop old_logprobs (keep the default engine) or set proximal: recompute",
+                )
+            )
+        off = self.off_policy
+        if off.proximal == "behaviour" and off.is_correction.name != "none":
+            out.append(
+                Problem(
+                    "algorithm.is_correction",
+                    f"{off.is_correction.name!r} weights by proximal/behaviour, which is exactly 1 with proximal "
+                    "'behaviour' (GSPO.md 2.6: no IS weight against the same engine logprobs)",
+                    "set proximal: recompute or interpolate, or is_correction: none",
+                )
+            )
+        level = off.is_correction.level
+        if level == "token" and getattr(self.loss, "name", "") == "gspo":
+            out.append(
+                Problem(
+                    "algorithm.is_correction.level",
+                    "'token' weights need a per-token surrogate, which loss 'gspo' (one ratio per sequence) lacks",
+                    "use level: sequence, or loss: gspo_token",
+                )
+            )
+        return out
 
     def audit_due(self, step: int) -> bool:
         """True on the steps the engine-logprob audit runs (1, 1 + K, 1 + 2K, ...)."""
@@ -277,6 +333,18 @@ class TrainerConfig(StrictModel):
         "job's start), so a killed job loses at most about this long plus one step; null: by step count only.",
     )
     keep_checkpoints: int = Field(2, ge=1, description="How many recent checkpoints to keep.")
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync: rollouts, then the update, then the weight sync. async (one step off): step k+1's rollouts "
+        "are collected while step k's update runs in a worker thread; weights reach the engine at the step "
+        "boundary, so trained tokens are one version old (needs rollout.max_staleness >= 1). See docs/async.md.",
+    )
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch intra-op threads of each busy side (the engine thread and the trainer thread take this "
+        "many each). None: every core in sync mode (only one side runs at a time), half the cores in async mode.",
+    )
     seed: int = Field(0, description="Seed of torch, python and numpy RNGs.")
     deterministic: bool = Field(
         False, description="Use deterministic algorithms (CPU runs then reproduce exactly across kill/resume)."
@@ -299,7 +367,7 @@ class LoggingConfig(StrictModel):
 
 
 class EvalConfig(StrictModel):
-    """Held-out evaluation run by ``agentrl train`` before the first and after the last step."""
+    """Held-out evaluation run by ``agentrl train`` before the first and after the last step (and every N steps)."""
 
     splits: list[str] = Field(
         default_factory=list,
@@ -310,3 +378,9 @@ class EvalConfig(StrictModel):
     temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of evaluation episodes; 0 = greedy.")
     max_tasks: int | None = Field(None, ge=1, description="Evaluate only the first N tasks of each split (None: all).")
     concurrency: int = Field(32, ge=1, description="Evaluation episodes in flight at once.")
+    every_steps: int | None = Field(
+        None,
+        ge=1,
+        description="Also evaluate after every N-th training step (a learning curve; paired like before/after, "
+        "so keep it small with max_tasks); None: only before and after.",
+    )

@@ -2,8 +2,9 @@
 
 Chat requests render through the model's chat template (``ChatAssembler``: tools passed to the template, or
 described in the system prompt when the template has no tool support) with the generation prompt;
-completion requests take a string (tokenized, no special tokens added) or a list of token ids. Settings
-that would make the returned logprobs lie (n > 1, penalties, logit_bias) are refused, not ignored.
+completion requests take a string (tokenized, no special tokens added) or a list of token ids. The request
+fields are read by ``agentrl.openai_api.requests`` (as the agent gateway reads them): settings that would make
+the returned logprobs lie (n > 1, penalties, logit_bias, constrained decoding) are refused, not ignored.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 from agentrl.chat import ChatAssembler
 from agentrl.engines.base import SamplingParams
 from agentrl.errors import EngineError, TemplateError
+from agentrl.openai_api.requests import canonical_messages, max_tokens, refuse_unsupported, stop_strings, tool_list
 
 DEFAULT_MAX_TOKENS = 256
-_REFUSED = {"presence_penalty": 0, "frequency_penalty": 0, "logit_bias": None, "n": 1, "best_of": 1, "echo": False}
+SERVER = "agentrl serve"
 
 
 @dataclass
@@ -31,23 +33,15 @@ class RenderedRequest:
 
 def render_chat(body: dict[str, Any], tokenizer: Any, max_context: int) -> RenderedRequest:
     """A /v1/chat/completions body -> the prompt tokens of its messages plus the assistant generation prompt."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-        raise EngineError("messages must be a non-empty list of {role, content} objects")
-    tools = body.get("tools") or []
-    if body.get("tool_choice") not in (None, "auto", "none"):
-        raise EngineError(f"tool_choice {body['tool_choice']!r} is not supported; use 'auto' or 'none'")
-    if body.get("tool_choice") == "none":
-        tools = []
+    messages = canonical_messages(body.get("messages"))
+    refuse_unsupported(body, SERVER)
+    tools = [] if body.get("tool_choice") == "none" else tool_list(body)
     try:
         assembler = ChatAssembler(tokenizer, tools=tools)
-        ids = assembler.prompt_ids([_plain_message(m) for m in messages])
+        ids = assembler.prompt_ids(messages)
     except TemplateError as exc:
         raise EngineError(str(exc)) from exc
-    if body.get("top_logprobs"):
-        raise EngineError("top_logprobs > 0 is not supported by agentrl serve; request logprobs: true only")
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-    sampling = _sampling(body, max_tokens, assembler.stop_token_ids, len(ids), max_context)
+    sampling = _sampling(body, max_tokens(body), assembler.stop_token_ids, len(ids), max_context)
     return RenderedRequest(ids, sampling, bool(body.get("logprobs")), tools)
 
 
@@ -62,6 +56,7 @@ def render_completion(body: dict[str, Any], tokenizer: Any, max_context: int) ->
         ids = list(prompt)
     else:
         raise EngineError("prompt must be one string or one list of token ids (batches are not supported)")
+    refuse_unsupported(body, SERVER)
     if body.get("logprobs") not in (None, 0, 1, True, False):
         raise EngineError("logprobs > 1 (top alternatives) is not supported by agentrl serve; use logprobs: 1")
     eos = tokenizer.eos_token_id
@@ -72,14 +67,10 @@ def render_completion(body: dict[str, Any], tokenizer: Any, max_context: int) ->
 
 
 def _sampling(
-    body: dict[str, Any], max_tokens: Any, stop_ids: tuple[int, ...], prompt_len: int, max_context: int
+    body: dict[str, Any], requested: Any, stop_ids: tuple[int, ...], prompt_len: int, max_context: int
 ) -> SamplingParams:
-    for name, neutral in _REFUSED.items():
-        if body.get(name) not in (None, neutral):
-            raise EngineError(f"{name}={body[name]!r} is not supported by agentrl serve; leave it at {neutral!r}")
-    stop = body.get("stop")
-    stop = (stop,) if isinstance(stop, str) else tuple(stop or ())
-    budget = int(max_tokens) if max_tokens is not None else DEFAULT_MAX_TOKENS
+    stop = stop_strings(body)
+    budget = int(requested) if requested is not None else DEFAULT_MAX_TOKENS
     try:
         return SamplingParams(
             max_new_tokens=max(0, min(budget, max_context - prompt_len)),
@@ -91,14 +82,3 @@ def _sampling(
         )
     except ValueError as exc:
         raise EngineError(f"invalid sampling settings: {exc}") from exc
-
-
-def _plain_message(message: dict[str, Any]) -> dict[str, Any]:
-    """An OpenAI message as the chat template takes it (content parts joined, tool calls as the template expects)."""
-    out = dict(message)
-    content = out.get("content")
-    if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
-        out["content"] = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    elif content is None:
-        out["content"] = ""
-    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from agentrl.engines.base import GenerateResult
@@ -27,20 +28,22 @@ def token_logprobs(result: GenerateResult, tokenizer: Any) -> list[dict[str, Any
     return out
 
 
-def chat_response(
-    result: GenerateResult, tokenizer: Any, model: str, *, logprobs: bool, tools: bool, token_ids: bool
-) -> dict[str, Any]:
-    """The /v1/chat/completions reply for one finished generation."""
-    text = tokenizer.decode(result.output_ids, skip_special_tokens=True)
+def _random_call_id(index: int) -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def assistant_message(
+    text: str, finish: str, *, tools: bool, call_id: Callable[[int], str] = _random_call_id
+) -> tuple[dict[str, Any], str]:
+    """The reply's ``message`` and finish reason: Hermes blocks become ``tool_calls`` when tools were offered."""
     message: dict[str, Any] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
-    finish = _FINISH[result.finish_reason]
     if tools and OPEN_TAG in text:
         calls = [c for c in parse_tool_calls(text) if c.ok]
         if calls:
             message["content"] = text[: text.index(OPEN_TAG)].strip() or None
             message["tool_calls"] = [
                 {
-                    "id": f"call_{uuid.uuid4().hex[:24]}",
+                    "id": call_id(i),
                     "index": i,
                     "type": "function",
                     "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
@@ -48,6 +51,28 @@ def chat_response(
                 for i, c in enumerate(calls)
             ]
             finish = "tool_calls" if finish == "stop" or text.rstrip().endswith(CLOSE_TAG) else finish
+    return message, finish
+
+
+def chat_response(
+    result: GenerateResult,
+    tokenizer: Any,
+    model: str,
+    *,
+    logprobs: bool,
+    tools: bool,
+    token_ids: bool,
+    text: str | None = None,
+    call_id: Callable[[int], str] = _random_call_id,
+) -> dict[str, Any]:
+    """The /v1/chat/completions reply for one finished generation.
+
+    ``text`` replaces the decoded output (the agent gateway cuts a matched stop string, as OpenAI does);
+    ``call_id`` names the i-th tool call (the gateway's ids are deterministic, so a replayed agent sees the same).
+    """
+    if text is None:
+        text = tokenizer.decode(result.output_ids, skip_special_tokens=True)
+    message, finish = assistant_message(text, _FINISH[result.finish_reason], tools=tools, call_id=call_id)
     choice: dict[str, Any] = {
         "index": 0,
         "message": message,
@@ -109,3 +134,9 @@ def _envelope(kind: str, model: str, choice: dict[str, Any], result: GenerateRes
         },
         "metadata": {"weight_version": str(result.version_spans[-1].version)},
     }
+
+
+def error_body(message: str, status: int) -> dict[str, Any]:
+    """OpenAI's error shape (the openai client raises it as BadRequestError, NotFoundError, ...)."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return {"object": "error", "error": {"message": message, "type": kind, "code": status}}

@@ -3,6 +3,8 @@
 Invariant: a step ends with no generation in flight; what it changed (handed, ready, in-flight
 and dropped groups plus the dataset cursor) is written to the buffer in one transaction, so a
 kill at any moment resumes from the last boundary: no prompt is lost or handed out twice.
+Episodes run on ``EpisodeRunner`` unless the env class names another runner in ``episode_runner``
+(an ``EpisodeRunner`` subclass: the agent gateway's episodes are driven by an outside agent program).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class RolloutOrchestrator:
         assembler = ChatAssembler(
             tokenizer, tools=probe.tool_schemas() or None, template_mismatch=config.template_mismatch
         )
+        self._runner_cls: type[EpisodeRunner] = getattr(type(probe), "episode_runner", None) or EpisodeRunner
         self._idle_envs: list[MultiTurnEnv] = [probe]
         self._executor = ThreadPoolExecutor(config.concurrency, thread_name_prefix="agentrl-env")
         self._ctx = RunContext(engine, config, assembler, self._executor, RolloutMetrics())
@@ -80,6 +83,9 @@ class RolloutOrchestrator:
         self._drops = DropAlarm(config.max_drop_rate, config.prompts_per_step)
         self.restore_log: list[tuple[str, str, str]] = []  # (episode id, snapshot|replay|restart, reason)
         self._step, self._engine_failures = 0, 0  # engine-failed groups of the step being collected
+        # Versions the trainer will be ahead of the engine when this collection is trained: 0 in sync mode,
+        # 1 while async mode collects step k+1 during update k. Staleness is judged at the training version.
+        self.version_lead = 0
         if buffer is not None:
             buffer.bind_fingerprints(rollout_fingerprints(tokenizer, engine))
             state = buffer.dataset_state()
@@ -126,7 +132,7 @@ class RolloutOrchestrator:
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.buffer.write_boundary, step, stored, self.dataset.state()
             )
-        version = self.engine.weight_version
+        version = self.engine.weight_version + self.version_lead
         for group in batch:
             metrics.staleness.update(staleness(e, version) for e in group.episodes)
         out = metrics.as_dict(time.perf_counter() - started)
@@ -178,7 +184,7 @@ class RolloutOrchestrator:
             seq, task_id = issued
             group_id = f"{seq:08d}:{task_id}"
             runners = [
-                EpisodeRunner(self._new_episode(task_id, group_id), await self._acquire_env(), self._ctx)
+                self._runner_cls(self._new_episode(task_id, group_id), await self._acquire_env(), self._ctx)
                 for _ in range(self.config.group_size)
             ]
             self._ctx.metrics.started += len(runners)
@@ -285,7 +291,7 @@ class RolloutOrchestrator:
 
     async def _admit_carried(self) -> None:
         """Apply the staleness bound to every carried group (at admission, and at load)."""
-        version = self.engine.weight_version
+        version = self.engine.weight_version + self.version_lead
         for group in self._groups:
             for slot, runner in enumerate(group.runners):
                 if runner.episode.status == "failed":
@@ -296,7 +302,7 @@ class RolloutOrchestrator:
                 ):
                     env = runner.env or await self._acquire_env()
                     self._ctx.metrics.stale_discarded_tokens += sum(s.num_sampled for s in runner.episode.segments)
-                    group.runners[slot] = EpisodeRunner(
+                    group.runners[slot] = self._runner_cls(
                         self._new_episode(group.task_id, group.group_id), env, self._ctx
                     )
                     self._ctx.metrics.restarted += 1
@@ -312,7 +318,7 @@ class RolloutOrchestrator:
             runners = []
             for episode in sg.episodes:
                 if episode.status in FINISHED:
-                    runners.append(EpisodeRunner(episode, None, self._ctx))
+                    runners.append(self._runner_cls(episode, None, self._ctx))
                     continue
                 env = await self._acquire_env()
                 outcome = await loop.run_in_executor(self._executor, restore_episode_env, env, episode)
@@ -320,7 +326,7 @@ class RolloutOrchestrator:
                 if outcome.method == "restart":
                     episode = self._new_episode(sg.task_id, sg.group_id)
                     self._ctx.metrics.restarted += 1
-                runners.append(EpisodeRunner(episode, env, self._ctx))
+                runners.append(self._runner_cls(episode, env, self._ctx))
             group = GroupRun(sg.group_id, sg.task_id, sg.seq, runners)
             group.state = "ready" if group.finished and not group.failed_runner() else "inflight"
             self._groups.append(group)

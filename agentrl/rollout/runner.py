@@ -23,7 +23,7 @@ from typing import Any
 from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
-from agentrl.env import MultiTurnEnv
+from agentrl.env import MultiTurnEnv, hack_flags
 from agentrl.env_contract import checked_reset, checked_step
 from agentrl.errors import EngineError, EnvContractError
 from agentrl.ledger import TokenLedger
@@ -179,14 +179,18 @@ class EpisodeRunner:
         if self.idle_aborts:
             await asyncio.sleep(min(ABORT_BACKOFF_S * 2 ** (self.idle_aborts - 1), 2.0))
 
-    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> tuple[str, object]:
+    def _sampling(self, max_new: int) -> SamplingParams:
+        """The run's sampling settings for the next ``max_new`` tokens (a runner variant may add stop strings)."""
         cfg = self.ctx.config
-        sampling = SamplingParams(
+        return SamplingParams(
             max_new_tokens=max_new,
             temperature=cfg.temperature,
             stop_token_ids=self.ctx.assembler.stop_token_ids,
             stop=tuple(cfg.stop),
         )
+
+    async def _generate(self, turn: TurnRecord, input_ids: list[int], max_new: int) -> tuple[str, object]:
+        sampling = self._sampling(max_new)
         self.failure_source = "engine"
         self.request_id = new_request_id()
         started = time.perf_counter()
@@ -220,6 +224,9 @@ class EpisodeRunner:
         self.env_method = "snapshot"
         snapshot = self.env.snapshot() if self.env is not None else None
         self.episode.env_snapshot = as_recorded(snapshot) if snapshot is not None else None
+        for flag in hack_flags(info):
+            if flag not in self.episode.hack_flags:
+                self.episode.hack_flags.append(flag)
         components = info.get("reward_components")
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}

@@ -37,6 +37,7 @@ class TrainRow:
     episode_index: int
     stale_tokens: int = 0
     versions: list[int] = field(default_factory=list)  # policy version per position (-1 off-policy); [] unknown
+    logp_behaviour: list[float] = field(default_factory=list)  # the engine's, once a recompute replaced logp_old
 
     @property
     def length(self) -> int:
@@ -87,6 +88,7 @@ class MicroBatch:
     select: torch.Tensor  # [f, L-1] bool: forward positions whose logprob the loss needs
     loss_index: torch.Tensor | None = None  # [b, T] long into the flattened [f, L-1] forward logprobs
     rows: list[TrainRow] = field(default_factory=list)
+    logp_behaviour: torch.Tensor | None = None  # [b, T] fp32 the engine's logprobs, when logp_old is a recompute
 
     @property
     def targets(self) -> torch.Tensor:
@@ -102,8 +104,9 @@ class MicroBatch:
     def to(self, device: torch.device | str) -> MicroBatch:
         """The same micro-batch on ``device``."""
         index = self.loss_index.to(device) if self.loss_index is not None else None
+        behaviour = self.logp_behaviour.to(device) if self.logp_behaviour is not None else None
         tensors = (self.input_ids, self.logp_old, self.mask, self.adv, self.turn_ids, self.versions, self.select)
-        return MicroBatch(*(t.to(device) for t in tensors), loss_index=index, rows=self.rows)
+        return MicroBatch(*(t.to(device) for t in tensors), loss_index=index, rows=self.rows, logp_behaviour=behaviour)
 
 
 def segment_row(
@@ -223,8 +226,12 @@ def collate(rows: Sequence[TrainRow], pad_id: int = 0) -> MicroBatch:
     turn_ids = _padded([r.turn_ids for r in rows], width, -1, torch.long)
     version_t = _padded(versions, width, -1, torch.long)
     if len(segments) == len(rows):  # one segment per episode: the forward rows are the loss rows
-        return MicroBatch(input_ids, logp_old, mask, adv, turn_ids, version_t, mask, None, list(rows))
-    return _collate_segments(rows, input_ids, (logp_old, mask, adv, turn_ids, version_t))
+        micro = MicroBatch(input_ids, logp_old, mask, adv, turn_ids, version_t, mask, None, list(rows))
+    else:
+        micro = _collate_segments(rows, input_ids, (logp_old, mask, adv, turn_ids, version_t))
+    if any(r.logp_behaviour for r in rows):
+        micro.logp_behaviour = _padded([r.logp_behaviour or r.logp_old for r in rows], width, 0.0, torch.float32)
+    return micro
 
 
 def _collate_segments(rows: Sequence[TrainRow], input_ids: torch.Tensor, loss: tuple[torch.Tensor, ...]) -> MicroBatch:

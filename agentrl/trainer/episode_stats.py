@@ -27,6 +27,8 @@ def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
         "episode/truncated_frac": sum(e.status == "truncated" for e in episodes) / len(episodes),
         "episode/resumed_frac": sum(e.resumed > 0 for e in episodes) / len(episodes),
         "episode/groups_all_equal": float(sum(len({e.final_reward for e in g}) <= 1 for g in groups)),
+        # Episodes an env flagged for attempted reward hacking (info["hack_flags"]): watch it climb.
+        "reward/hack_suspect_frac": sum(bool(e.hack_flags) for e in episodes) / len(episodes),
     }
     out.update(
         {f"episode/{name}": value for name, value in behaviour_metrics(episodes).items() if name != "turns_mean"}

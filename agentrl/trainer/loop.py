@@ -22,25 +22,19 @@ import torch
 from agentrl.config.run import RunConfig
 from agentrl.errors import CheckpointError
 from agentrl.heap import trim_heap
-from agentrl.rollout.archive import TrajectoryArchive
 from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 from agentrl.rundir import new_run_dir
+from agentrl.trainer.async_loop import run_async_loop, threads_for
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.boundary import StepBoundaries
-from agentrl.trainer.checkpoint import (
-    latest_checkpoint,
-    load_training_state,
-    restore_buffer,
-    save_checkpoint,
-    set_rng_state,
-)
-from agentrl.trainer.distributed import DistInfo, decoder_layers_of, full_state_dict, init_distributed, shard_policy
-from agentrl.trainer.episode_stats import episode_metrics
+from agentrl.trainer.checkpoint import latest_checkpoint, load_training_state, restore_buffer, set_rng_state
+from agentrl.trainer.distributed import DistInfo, decoder_layers_of, init_distributed, shard_policy
 from agentrl.trainer.heldout import heldout_eval, summary_lines
 from agentrl.trainer.interrupt import StopSignals, TrainingStopped
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.reporting import RunReporter
 from agentrl.trainer.seeding import SeededEngine
+from agentrl.trainer.step_end import StepOutcome, end_step
 from agentrl.trainer.sync import sync_weights
 from agentrl.trainer.update import PolicyUpdater
 from agentrl.trainer.validate import check_engine_logprobs, check_resume, validate_run_config, write_run_meta
@@ -167,9 +161,11 @@ def _broadcast(obj: Any, dist: DistInfo) -> Any:
 
 
 async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list[dict[str, Any]]:
-    """The outer loop, one RL step per iteration (DESIGN section 1's data flow)."""
+    """The outer loop, one RL step per iteration (DESIGN section 1's data flow); ``trainer.mode`` picks its shape."""
+    boundaries = boundaries or StepBoundaries(s.cfg.trainer, s.dist)
+    if s.cfg.trainer.mode == "async":
+        return await run_async_loop(s, boundaries)
     cfg, total = s.cfg, s.cfg.trainer.steps
-    boundaries = boundaries or StepBoundaries(cfg.trainer, s.dist)
     for step in range(s.start_step + 1, total + 1):
         started = time.perf_counter()
         if isinstance(s.engine, SeededEngine):
@@ -182,60 +178,23 @@ async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list
             break
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
         await _release_engine_memory(s.engine)
-        train_metrics = s.updater.update(rows, audit=cfg.algorithm.audit_due(step))
+        train_metrics = s.updater.update(rows, audit=cfg.algorithm.audit_due(step), version=step - 1)
         trim_heap()  # the update's freed activations back to the OS before the engine allocates again
-        sync_s = await sync_weights(s.engine, s.lm, step, transport=cfg.engine.weight_transport(s.run_dir), dist=s.dist)
-        if s.dist.is_main:
-            s.orchestrator.commit_step(step)
-            if s.orchestrator.buffer is not None:  # trained groups leave the buffer (and later checkpoints)
-                TrajectoryArchive(s.run_dir).archive(s.orchestrator.buffer, step)
-        boundary = boundaries.decide(step, exhausted)  # every rank: checkpoint? stop (a signal)?
-        wall = time.perf_counter() - started
-        tokens = train_metrics.get("train/trained_tokens", 0.0)
-        s.reporter.log(
-            step,
-            {
-                **rollout_metrics,
-                **episode_metrics(groups),
-                **train_metrics,
-                "perf/sync_s": sync_s,
-                "perf/step_s": wall,
-                "perf/tokens_per_s": tokens / wall,
-                "engine/weight_version": float(step),
-            },
-            plot=False,
-        )
-        if boundary.save:  # after the log: a kill in between redoes this step, its metrics record included
-            _save(s, step)
-            boundaries.saved()
-        s.reporter.plot(step)  # after the checkpoint: plots are not worth delaying it
-        if exhausted or boundary.stop:
+        outcome = StepOutcome(step, groups, rollout_metrics, train_metrics, exhausted, started)
+        if await end_step(s, outcome, boundaries):
             break
+        if s.dist.is_main and step < total and step % (cfg.eval.every_steps or total + 1) == 0:
+            curve = await heldout_eval(cfg, s.engine, s.tokenizer, s.run_dir, f"step{step:04d}")
+            s.reporter.log_extra(step, curve)
     return s.reporter.history
 
 
 async def _release_engine_memory(engine: Any) -> None:
-    """An in-process engine is idle during the update: its KV buffers and prefix cache (which the weight
-    sync would flush anyway) are freed so they do not add to the update's peak memory."""
+    """An in-process engine is idle during a synchronous update: its KV buffers and prefix cache (which the
+    weight sync would flush anyway) are freed so they do not add to the update's peak memory."""
     release = getattr(engine, "release_memory", None)
     if release is not None:
         await release()
-
-
-def _save(s: Session, step: int) -> None:
-    state = full_state_dict(s.lm)
-    training = {"optimizer": s.updater.optimizer.state_dict(), "scheduler": s.updater.scheduler.state_dict()}
-    save_checkpoint(
-        s.run_dir,
-        step,
-        lm=s.lm,
-        state=state,
-        tokenizer=s.tokenizer,
-        training_state=training,
-        meta={"model_path": s.cfg.model.path},
-        keep=s.cfg.trainer.keep_checkpoints,
-        dist=s.dist,
-    )
 
 
 async def _close(s: Session, *, failing: bool = False) -> None:
@@ -270,6 +229,9 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
     """Run (or resume) training; returns the run directory."""
     dist = init_distributed()
     validate_run_config(cfg, dist.world_size)
+    threads = threads_for(cfg.trainer.mode, cfg.trainer.threads, torch.get_num_threads())
+    if threads is not None:  # before the engine starts its thread: new threads take the process setting
+        torch.set_num_threads(threads)
     run_dir = make_run_dir(cfg, config_name, resume) if dist.is_main else None
     run_dir = Path(_broadcast(str(run_dir) if run_dir else None, dist))
     session = await build_session(cfg, run_dir, dist, resume is not None)

@@ -82,8 +82,13 @@ def _delta_stats(prefix: str, d: torch.Tensor) -> dict[str, float]:
     }
 
 
-def write_back(micro: MicroBatch, logp_bt: torch.Tensor) -> None:
-    """pi_old := the trainer's logprobs (old_logprobs: recompute), row by row (loss layout)."""
+def write_back(micro: MicroBatch, logp_bt: torch.Tensor, *, keep_behaviour: bool = False) -> None:
+    """pi_old := the trainer's logprobs (old_logprobs: recompute), row by row (loss layout).
+
+    ``keep_behaviour``: first keep the engine's logprobs as ``logp_behaviour`` (the decoupled objective's b).
+    """
     for i, row in enumerate(micro.rows):
         width = len(row.logp_old)
+        if keep_behaviour and not row.logp_behaviour:
+            row.logp_behaviour = list(row.logp_old)
         row.logp_old = torch.where(micro.mask[i, :width], logp_bt[i, :width], 0.0).tolist()

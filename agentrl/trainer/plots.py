@@ -1,5 +1,5 @@
-"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths, engine-trainer mismatch),
-rendered headless (Agg)."""
+"""PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths, engine-trainer mismatch,
+held-out pass@1, agent behaviour, staleness), rendered headless (Agg)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ PANELS: list[tuple[str, list[str]]] = [
             "mismatch/pre_update_clip_frac_token",
         ],
     ),
+    ("held-out pass@1", ["eval/test_instances/pass@1", "eval/test_kinds/pass@1"]),
+    ("agent behaviour", ["episode/recovery_frac", "episode/tested_before_submit_frac", "episode/failed_run_frac"]),
+    ("version lag of trained tokens", ["train/token_lag_mean", "train/token_lag_max"]),
+    ("async: busy seconds", ["perf/update_s", "perf/collect_s", "perf/overlap_s"]),
+    ("dropped for staleness", ["async/stale_dropped_frac", "train/is_masked_frac_seq", "train/is_truncated_frac_seq"]),
 ]
 
 
@@ -43,7 +48,7 @@ def write_plots(history: list[dict[str, Any]], path: Path) -> None:
         for key in keys:
             points = [(r["step"], r[key]) for r in history if key in r]
             if points:
-                ax.plot(*zip(*points), marker=".", label=key.removeprefix("train/").removeprefix("episode/"))
+                ax.plot(*zip(*points), marker=".", label=_label(key))
         ax.set_title(title)
         ax.set_xlabel("step")
         if ax.lines:
@@ -53,3 +58,10 @@ def write_plots(history: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(tmp, dpi=80)
     plt.close(fig)
     os.replace(tmp, path)
+
+
+def _label(key: str) -> str:
+    """Legend text: drop the family prefix a panel title already says; keep audit/ vs mismatch/ apart."""
+    for prefix in ("train/", "episode/", "eval/"):
+        key = key.removeprefix(prefix)
+    return key.removesuffix("/pass@1")

@@ -20,8 +20,12 @@ METRICS_FILE = "metrics.jsonl"
 
 
 def progress_line(step: int, total: int, m: dict[str, float]) -> str:
-    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 0% 412 tok/s'."""
-    return (
+    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 0% 412 tok/s'.
+
+    Async runs add 'lag 1.0/1 stale 0% overlap 3.2s': mean/max version lag of the trained tokens, the
+    fraction of tokens dropped for staleness, and the seconds the engine and the trainer were busy at once.
+    """
+    line = (
         f"step {step}/{total} reward {m.get('episode/reward_mean', 0.0):.2f} "
         f"solved {100 * m.get('episode/success_rate', 0.0):.0f}% "
         f"clip {100 * m.get('train/clip_frac_seq', 0.0):.1f}% |log s| {m.get('train/abs_log_s_mean', 0.0):.0e} "
@@ -29,6 +33,12 @@ def progress_line(step: int, total: int, m: dict[str, float]) -> str:
         f"dropped {100 * m.get('rollout/drop_rate', 0.0):.0f}% "
         f"{m.get('perf/tokens_per_s', 0.0):.0f} tok/s"
     )
+    if "perf/overlap_s" in m:
+        line += (
+            f" lag {m.get('train/token_lag_mean', 0.0):.1f}/{m.get('train/token_lag_max', 0.0):.0f} "
+            f"stale {100 * m.get('async/stale_dropped_frac', 0.0):.0f}% overlap {m['perf/overlap_s']:.1f}s"
+        )
+    return line
 
 
 def step_notes(step: int, m: dict[str, float]) -> list[str]:

@@ -44,6 +44,16 @@ def lr_lambda(cfg: TrainerConfig, total_updates: int) -> Callable[[int], float]:
     return factor
 
 
+def lag_metrics(rows: list[TrainRow], version: int | None) -> dict[str, float]:
+    """Mean and max version lag of the tokens this update trains (those with a known version)."""
+    if version is None:
+        return {}
+    lags = [version - v for r in rows for m, v in zip(r.mask, r.versions) if m and v >= 0]
+    if not lags:
+        return {"train/token_lag_mean": 0.0, "train/token_lag_max": 0.0}
+    return {"train/token_lag_mean": sum(lags) / len(lags), "train/token_lag_max": float(max(lags))}
+
+
 def _dummy_micro_batch() -> MicroBatch:
     """A one-token row with advantage 0: keeps FSDP collectives paired on ranks with less work."""
     return collate([TrainRow([[0, 0]], [0.0], [True], [0], [0.0], -1)])
@@ -73,6 +83,9 @@ class PolicyUpdater:
     ) -> None:
         self.policy, self.algo, self.cfg, self.temperature, self.dist = policy, algo, cfg, temperature, dist
         self.loss: PolicyLoss = algo.loss  # type: ignore[assignment]  # resolved by the config's registry
+        self.off_policy = algo.off_policy
+        self.metric_spec = self.loss.metric_spec(self.off_policy)
+        self.version: int | None = None  # the policy version at the start of the current update
         unsupplied = sorted(self.loss.inputs - {f.name for f in fields(MicroBatch)})
         if unsupplied:
             raise ConfigError(
@@ -98,18 +111,28 @@ class PolicyUpdater:
         total = max_over_ranks(len(local), self.dist)
         return local + [_dummy_micro_batch() for _ in range(total - len(local))]
 
+    def _lags(self, micro: MicroBatch) -> torch.Tensor:
+        """Version lag of each token (0 where its version or the trainer's is unknown)."""
+        if self.version is None:
+            return torch.zeros_like(micro.versions)
+        return torch.where(micro.versions >= 0, (self.version - micro.versions).clamp(min=0), 0)
+
     def _loss_batch(self, logp_bt: torch.Tensor, micro: MicroBatch) -> LossBatch:
         extra = {name: getattr(micro, name) for name in self.loss.inputs}
+        if self.off_policy.decoupled:
+            extra.update(logp_behaviour=micro.logp_behaviour, lags=self._lags(micro))
         return LossBatch(logp_bt, micro.logp_old, micro.mask, micro.adv, **extra)
 
-    def update(self, rows: list[TrainRow], *, audit: bool = False) -> dict[str, float]:
+    def update(self, rows: list[TrainRow], *, audit: bool = False, version: int | None = None) -> dict[str, float]:
         """Run ``trainer.mini_batches`` optimizer steps over the rows; returns train metrics.
 
         ``audit``: first measure the engine-trainer mismatch of the batch (``audit/*``) without using it.
+        ``version``: the policy version of the weights at the start (token lags = version - token version).
         """
         start = time.perf_counter()
-        metrics: dict[str, float] = {}
-        if self.algo.old_logprobs == "recompute":
+        self.version = version
+        metrics: dict[str, float] = lag_metrics(rows, version)
+        if self.off_policy.proximal == "recompute":
             metrics.update(self.recompute_old_logprobs(rows))
         elif audit:
             metrics.update(self.audit_engine_logprobs(rows))
@@ -148,9 +171,9 @@ class PolicyUpdater:
         with self._autocast():
             out = self.policy(micro.input_ids, micro.select, self.temperature)
         logp_bt = micro.loss_layout(out.logp_bt)
-        loss_out = self.loss(self._loss_batch(logp_bt, micro), n_local)
+        loss_out = self.loss(self._loss_batch(logp_bt, micro), n_local, self.off_policy)
         if any(r.episode_index >= 0 for r in micro.rows):  # statistics of real rows only, not padding rows
-            for name, metric in self.loss.metrics.items():
+            for name, metric in self.metric_spec.items():
                 if metric.kind == "sum":
                     totals.sums[name] += loss_out.metrics.get(name, 0.0)
                 elif metric.kind == "max" and name in loss_out.metrics:
@@ -161,7 +184,7 @@ class PolicyUpdater:
         return loss_out.loss, logp_bt.detach()
 
     def _summarize(self, totals: _Totals, grad_norms: list[float], num_rows: int, wall_s: float) -> dict[str, float]:
-        spec = self.loss.metrics
+        spec = self.metric_spec
         sum_keys = [*_OWN_SUMS, *(k for k, m in spec.items() if m.kind == "sum")]
         max_keys = [k for k, m in spec.items() if m.kind == "max"]
         sums = dict(zip(sum_keys, sum_over_ranks([totals.sums.get(k, 0.0) for k in sum_keys], self.dist)))
@@ -204,7 +227,7 @@ class PolicyUpdater:
         for micro, logp in self._trainer_logprobs(rows):
             meter.add(micro, logp)
             if any(r.episode_index >= 0 for r in micro.rows):
-                write_back(micro, logp)
+                write_back(micro, logp, keep_behaviour=self.off_policy.decoupled)
         return meter.metrics("mismatch")
 
     def audit_engine_logprobs(self, rows: list[TrainRow]) -> dict[str, float]:

@@ -43,6 +43,11 @@ class CodeAgentConfig(BaseModel):
         description="Per-turn reward: shaping x (change in the fraction of visible examples the latest draft passes). "
         "Potential-based, so it sums to shaping x the final draft's fraction whatever the policy does.",
     )
+    zero_reward_if_flagged: bool = Field(
+        False,
+        description="Outcome 0 (and no positive shaping) for an episode whose checks raised a hack flag (attempted "
+        "exploit; see docs/sandbox-security.md); off by default: flags are always recorded and counted.",
+    )
     expose_tools: bool = Field(
         False, description="List run_python/submit as tools in the chat template (fenced python blocks always work)."
     )

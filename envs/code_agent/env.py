@@ -5,20 +5,23 @@ defines the entry point is a *draft*: the grader runs it on the task's visible e
 process and the model reads which failed and what they returned or raised. With ``submit: on_pass``
 the first draft that passes every example is graded by the hidden tests; on the last turn the latest
 draft is. Reward: the episode outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
-(the change in the fraction of examples the latest draft passes); see docs/code-agent.md.
+(the change in the fraction of examples the latest draft passes); see docs/code-agent.md. Every check
+runs across the grader's trust boundary (``envs.code_exec.grading``); attempted exploits it sees are
+``info["hack_flags"]``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
+from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError, did_you_mean
 from envs.code_agent.config import CodeAgentConfig
 from envs.code_agent.feedback import draft_report, instructions, output_block
 from envs.code_agent.verdicts import Verdicts, run_tests
 from envs.code_exec.actions import CodeAction, defines_function, parse_action
 from envs.code_exec.env import run_python, submit
+from envs.code_exec.grading import Grader, GraderConfig
 from envs.code_exec.sandboxing import open_sandbox, shorten
 from envs.code_tasks import GeneratedTask, generate_tasks
 
@@ -41,6 +44,7 @@ class CodeAgentEnv(MultiTurnEnv):
         self._by_id = {task.task_id: task for task in self._tasks}
         self.task: GeneratedTask = self._tasks[0]
         self._sandbox: Any = None
+        self._grader: Grader | None = None
         self._clear()
 
     def _clear(self) -> None:
@@ -49,6 +53,7 @@ class CodeAgentEnv(MultiTurnEnv):
         self.draft: str | None = None  # the latest code that defines the entry point
         self.potential = 0.0  # fraction of visible examples the latest draft passes
         self.shaping_total = 0.0
+        self.flags: list[str] = []  # hack flags raised by any check of this episode
 
     @property
     def sandbox(self) -> Any:
@@ -56,6 +61,13 @@ class CodeAgentEnv(MultiTurnEnv):
         if self._sandbox is None:
             self._sandbox = open_sandbox(self.config.sandbox)
         return self._sandbox
+
+    @property
+    def grader(self) -> Grader:
+        """The env's grader (its judge process starts on the first check)."""
+        if self._grader is None:
+            self._grader = Grader(GraderConfig(per_test_timeout_s=self.config.test_timeout_s))
+        return self._grader
 
     def task_ids(self) -> list[str]:
         """Task ids of the configured split."""
@@ -146,6 +158,7 @@ class CodeAgentEnv(MultiTurnEnv):
             "success": False,
             "sandbox_time_s": seconds + verdicts.duration_s,
             "reward_components": {"shaping": reward},
+            HACK_FLAGS: list(verdicts.flags),
         }
         return [self._reply(parsed, report)], reward, False, False, info
 
@@ -166,13 +179,23 @@ class CodeAgentEnv(MultiTurnEnv):
 
     def _check(self, code: str) -> Verdicts:
         """The draft's verdicts on the visible examples."""
-        return run_tests(
-            self.sandbox, self.task.coding_task(), code, self.task.visible_tests(), self.config.test_timeout_s
+        return self._flagged(
+            run_tests(self.grader, self.sandbox, self.task.coding_task(), code, self.task.visible_tests())
         )
 
+    def _flagged(self, verdicts: Verdicts) -> Verdicts:
+        """Add a check's hack flags to the episode's."""
+        self.flags.extend(flag for flag in verdicts.flags if flag not in self.flags)
+        return verdicts
+
     def _shape(self, verdicts: Verdicts) -> float:
-        """Potential-based shaping: shaping x (new fraction of examples passed - previous fraction)."""
+        """Potential-based shaping: shaping x (new fraction of examples passed - previous fraction).
+
+        With ``zero_reward_if_flagged`` a flagged check earns no shaping (its potential still counts).
+        """
         reward = self.config.shaping * (verdicts.fraction - self.potential)
+        if verdicts.flags and self.config.zero_reward_if_flagged:
+            reward = min(reward, 0.0)
         self.potential = verdicts.fraction
         self.shaping_total += reward
         return reward
@@ -187,14 +210,21 @@ class CodeAgentEnv(MultiTurnEnv):
         return self._grade(code, self._shape(verdicts), verdicts)
 
     def _grade(self, code: str, reward: float, verdicts: Verdicts | None) -> StepResult:
-        hidden = run_tests(
-            self.sandbox, self.task.coding_task(), code, self.task.hidden_tests(), self.config.test_timeout_s
+        hidden = self._flagged(
+            run_tests(self.grader, self.sandbox, self.task.coding_task(), code, self.task.hidden_tests())
         )
         outcome = float(hidden.success) if self.config.outcome == "all" else hidden.fraction
+        zeroed = bool(self.flags) and self.config.zero_reward_if_flagged  # any check of the episode was flagged
+        if zeroed:  # this turn's positive shaping is withheld too (and leaves the shaping total)
+            paid = max(reward, 0.0)
+            outcome, reward, self.shaping_total = 0.0, reward - paid, self.shaping_total - paid
         errors = [m for m in hidden.messages if m is not None][:3]
-        info = self._outcome_info(outcome, hidden.success, sum(hidden.passed), len(hidden.passed), errors)
+        info = self._outcome_info(
+            outcome, hidden.success and not zeroed, sum(hidden.passed), len(hidden.passed), errors
+        )
         checked = hidden.duration_s + (verdicts.duration_s if verdicts is not None else 0.0)
         info.update(sandbox_time_s=checked, examples_passed=round(self.potential * len(self.task.visible)))
+        info[HACK_FLAGS] = list(self.flags)
         return [], reward, True, False, info
 
     def _outcome_info(
@@ -235,6 +265,7 @@ class CodeAgentEnv(MultiTurnEnv):
             "draft": self.draft,
             "potential": self.potential,
             "shaping_total": self.shaping_total,
+            "flags": list(self.flags),
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -253,9 +284,13 @@ class CodeAgentEnv(MultiTurnEnv):
         self.cells = [dict(cell) for cell in snapshot["cells"]]
         self.turn, self.draft = int(snapshot["turn"]), snapshot["draft"]
         self.potential, self.shaping_total = float(snapshot["potential"]), float(snapshot["shaping_total"])
+        self.flags = list(snapshot.get("flags", []))  # absent in snapshots written before hack flags
 
     def close(self) -> None:
-        """Release the sandbox (idempotent)."""
+        """Release the sandbox and the grader's judge process (idempotent)."""
+        if self._grader is not None:
+            self._grader.close()
+            self._grader = None
         if self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None

@@ -72,6 +72,11 @@ class CodeExecConfig(BaseModel):
     run_bonus: float = Field(
         0.0, ge=0.0, description="Reward for a code cell that runs without an error (a shaping signal)."
     )
+    zero_reward_if_flagged: bool = Field(
+        False,
+        description="Reward 0 for an episode whose submission raised a hack flag (attempted exploit; see "
+        "docs/sandbox-security.md); off by default: flags are always recorded and counted.",
+    )
     sandbox: SandboxSetting = Field(
         default_factory=AutoSandboxConfig,
         description="Sandbox settings: kind docker|process|auto (auto: Docker when an engine and the image exist, else "

@@ -5,18 +5,19 @@ State = the chosen task, the turn count and the cells executed in the sandbox se
 in a fresh session (the same as replaying the actions, without grading again) and checks every
 output against the recorded one: a cell that reads the time, randomness or anything outside the
 session diverges, and the episode restarts rather than continue from a state the model never saw.
-Reward on submit = fraction of tests passed.
+Reward on submit = fraction of tests passed, judged outside the sandbox (``envs.code_exec.grading``);
+attempted exploits are ``info["hack_flags"]``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
+from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError, did_you_mean
 from envs.code_exec.actions import CodeAction, parse_action
 from envs.code_exec.config import CodeExecConfig
-from envs.code_exec.grading import grade
+from envs.code_exec.grading import Grader, GraderConfig
 from envs.code_exec.sandboxing import open_sandbox, shorten
 from envs.code_exec.tasks import CodingTask, load_tasks
 
@@ -70,6 +71,7 @@ class CodeExecEnv(MultiTurnEnv):
         self.outputs: list[str] = []  # what each cell showed the model (restore() compares the replay with it)
         self.turn = 0
         self._sandbox: Any = None
+        self._grader: Grader | None = None
 
     @property
     def sandbox(self) -> Any:
@@ -77,6 +79,13 @@ class CodeExecEnv(MultiTurnEnv):
         if self._sandbox is None:
             self._sandbox = open_sandbox(self.config.sandbox)
         return self._sandbox
+
+    @property
+    def grader(self) -> Grader:
+        """The env's grader (its judge process starts on the first submission)."""
+        if self._grader is None:
+            self._grader = Grader(GraderConfig(per_test_timeout_s=self.config.test_timeout_s))
+        return self._grader
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools' schemas for the chat template, only with ``expose_tools`` (fenced code blocks always work)."""
@@ -157,17 +166,26 @@ class CodeExecEnv(MultiTurnEnv):
         return [message], cost + bonus, False, last_turn, info
 
     def _submit(self, parsed: CodeAction) -> StepResult:
-        result = grade(self.sandbox, self.task, "\n" + parsed.code, per_test_timeout_s=self.config.test_timeout_s)
-        info = {
-            "action": "submit",
-            "success": result.success,
-            "tests_passed": sum(result.passed),
-            "tests_total": len(result.passed),
-            "errors": result.errors[:3],
-            "sandbox_time_s": result.duration_s,
-            "reward_components": {"tests": result.fraction},
-        }
-        return [], result.fraction, True, False, info
+        result = self.grader.grade(self.sandbox, self.task, "\n" + parsed.code)
+        flags = result.flag_strings
+        reward, components = result.fraction, {"tests": result.fraction}
+        zeroed = bool(flags) and self.config.zero_reward_if_flagged
+        info: dict[str, Any] = {"outcome": 0.0} if zeroed else {}  # the whole episode (R_i), earlier shaping too
+        if zeroed:
+            reward, components["hack_penalty"] = 0.0, -result.fraction
+        info.update(
+            {
+                "action": "submit",
+                "success": result.success and not zeroed,
+                "tests_passed": sum(result.passed),
+                "tests_total": len(result.passed),
+                "errors": result.errors[:3],
+                "sandbox_time_s": result.duration_s,
+                "reward_components": components,
+                HACK_FLAGS: flags,
+            }
+        )
+        return [], reward, True, False, info
 
     def preflight(self) -> list[str]:
         """Start this env's sandbox and run one cell: proves the Docker engine, the image and the limits work."""
@@ -220,7 +238,10 @@ class CodeExecEnv(MultiTurnEnv):
         self.cells, self.outputs, self.turn = cells, list(recorded), int(snapshot["turn"])
 
     def close(self) -> None:
-        """Release the sandbox (idempotent)."""
+        """Release the sandbox and the grader's judge process (idempotent)."""
+        if self._grader is not None:
+            self._grader.close()
+            self._grader = None
         if self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None

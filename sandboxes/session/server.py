@@ -1,6 +1,7 @@
 """The session supervisor that runs INSIDE a sandbox: it answers the host's framed requests on stdin/stdout.
 
-Ops: run (a cell in the worker), exec (a one-off program), write, read, reset, ping. Output is capped
+Ops: run (a cell in the worker), exec (a one-off program), write, read, reset, ping, and service_start /
+service_call / service_stop (request/response processes running host-supplied source). Output is capped
 here, inside the sandbox; on a timeout or crash the worker's tree is killed and a fresh worker starts.
 Stdlib only; shipped as source.
 """
@@ -31,6 +32,7 @@ from sandboxes.session.process_tree import (
     wait_for,
     write_frame,
 )
+from sandboxes.session.service import Service
 from sandboxes.session.worker import Worker
 
 Reply = dict[str, Any]
@@ -42,6 +44,12 @@ class Supervisor:
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.cfg = cfg
         self.worker = Worker(cfg)
+        self.services: dict[str, Service] = {}
+        self.compiled: dict[str, Any] = {}  # service source -> code: compiled once, not per service
+
+    def kept(self) -> tuple[int, ...]:
+        """Processes that outlive a request: the worker and the running services."""
+        return (self.worker.pid, *(service.pid for service in self.services.values()))
 
     def handle(self, req: dict[str, Any]) -> Reply:
         """Dispatch one request; a failing op is an error reply, never the server's end."""
@@ -94,7 +102,7 @@ class Supervisor:
             worker.out.drain()
             worker.err.drain()
             if self.cfg.get("kill_background", True):
-                kill_descendants(keep=(worker.pid,))
+                kill_descendants(keep=self.kept())
             return self.result(worker, reply["exit_code"], start, oom=reply["memory_error"], restarted=lost_before)
         # Timed out, or the worker died mid-cell (os._exit, a signal, the OOM killer): start a fresh one.
         timed_out = time.monotonic() >= deadline
@@ -142,7 +150,7 @@ class Supervisor:
         program = Program(self.cfg, req["argv"], req.get("stdin"))
         status, timed_out = program.pump(start + float(req["timeout_s"]))
         if self.cfg.get("kill_background", True):
-            kill_descendants(keep=(self.worker.pid,))
+            kill_descendants(keep=self.kept())
         return self.result(program, None if timed_out else status, start, timed_out=timed_out)
 
     def op_write(self, req: dict[str, Any]) -> Reply:
@@ -163,9 +171,59 @@ class Supervisor:
         with open(full, "rb") as fh:
             return {"data": base64.b64encode(fh.read()).decode("ascii")}
 
+    def op_service_start(self, req: dict[str, Any]) -> Reply:
+        """Fork a service running ``source``; its id is random, so a stale id never names a later service."""
+        source = req["source"]
+        if source not in self.compiled:
+            if len(self.compiled) >= 8:
+                self.compiled.clear()
+            self.compiled[source] = compile(source, "<service>", "exec")
+        service_id = os.urandom(8).hex()
+        self.services[service_id] = Service(self.cfg, self.compiled[source])
+        return {"service": service_id}
+
+    def op_service_call(self, req: dict[str, Any]) -> Reply:
+        """One request/reply with a service; a timeout, crash or oversized reply ends it (reported, not raised)."""
+        start = time.monotonic()
+        service = self.services.get(req["service"])
+        if service is None:
+            error = "no such service: it ended, or the sandbox was reset"
+            return {
+                "reply": None,
+                "timed_out": False,
+                "exit_code": None,
+                "error": error,
+                "stderr": "",
+                "oom_killed": False,
+            }
+        service.err.data, service.err.truncated = bytearray(), False
+        oom_before = oom_kills()
+        result = service.request(req["message"], start + float(req["timeout_s"]), self.cfg["max_read_bytes"])
+        oom = False
+        if not service.alive:
+            del self.services[req["service"]]
+            oom_after = oom_kills()
+            died_killed = result["exit_code"] == -signal.SIGKILL
+            oom = (oom_after or 0) > oom_before if oom_before is not None else died_killed
+        if self.cfg.get("kill_background", True):
+            kill_descendants(keep=self.kept())
+        result.update(stderr=service.err.text(), oom_killed=oom and not result["timed_out"])
+        result["duration_s"] = time.monotonic() - start
+        return result
+
+    def op_service_stop(self, req: dict[str, Any]) -> Reply:
+        """End a service (idempotent: an unknown id is already gone)."""
+        service = self.services.pop(req["service"], None)
+        if service is not None:
+            service.kill()
+        return {}
+
     def op_reset(self, req: dict[str, Any]) -> Reply:
-        """Kill the worker, wipe the writable dirs and start a fresh worker."""
+        """Kill the worker and the services, wipe the writable dirs and start a fresh worker."""
         self.worker.kill()
+        for service in self.services.values():
+            service.kill()
+        self.services.clear()
         for root in self.cfg["wipe_dirs"]:
             for name in os.listdir(root):
                 path = os.path.join(root, name)
@@ -266,6 +324,8 @@ def main() -> None:
             break
         write_frame(1, supervisor.handle(req))
     supervisor.worker.kill()
+    for service in supervisor.services.values():
+        service.kill()
 
 
 if __name__ == "__main__":

@@ -44,9 +44,8 @@ def run(workdir: Path, script: str, **env: str) -> list[str]:
 
 
 def test_every_adapter_has_an_example() -> None:
-    assert {"try_mcp.py", "try_mcp_in_my_env.py", "try_openenv.py", "try_harbor.py", "try_verifiers.py"} <= set(
-        doc_files()
-    )
+    examples = {"try_mcp.py", "try_mcp_in_my_env.py", "try_openenv.py", "try_harbor.py", "try_verifiers.py"}
+    assert examples | {"my_agent.py", "try_gateway.py"} <= set(doc_files())
 
 
 def test_mcp_examples(workdir: Path) -> None:
@@ -96,3 +95,34 @@ def test_verifiers_example(workdir: Path) -> None:
         "[{'role': 'user', 'content': 'What is 1 + 2? Reply with the number.'}]",
         "1.0 True {'correct': 1.0}",
     ]
+
+
+def test_gateway_example(workdir: Path) -> None:
+    pytest.importorskip("openai")
+    assert run(workdir, "try_gateway.py") == [
+        "[{'role': 'user', 'content': 'What is 6 x 7?'}]",
+        "{'gateway': {'history': 'opening'}, 'max_new_tokens': 64}",
+        "[{'role': 'tool', 'content': '42', 'tool_call_id': 'call_0_0'}] 0.0 False",
+        "(1.0, True)",
+    ]
+
+
+def test_gateway_config_block_is_a_valid_env_config(workdir: Path) -> None:
+    """The doc's YAML block configures AgentGateway-v0 as written (its agent imports, its tasks load)."""
+    import yaml
+
+    from agentrl.gateway.config import AgentGatewayConfig
+
+    section = DOC.read_text(encoding="utf-8").split("## Agent gateway", 1)[1]
+    block = re.search(r"^```yaml\n(.*?)^```", section, re.DOTALL | re.M)
+    assert block is not None
+    env = yaml.safe_load(block.group(1))["env"]
+    assert env["id"] == "agentrl/AgentGateway-v0"
+    (workdir / "tasks.jsonl").write_text('{"task_id": "m1", "question": "What is 6 x 7?", "answer": 42}\n')
+    config = AgentGatewayConfig(**{**env["kwargs"], "tasks": str(workdir / "tasks.jsonl")})
+    sys.path.insert(0, str(workdir))
+    try:
+        assert config.agent.program().preflight()[0].startswith("agent my_agent:agent: async def")
+    finally:
+        sys.path.remove(str(workdir))
+        sys.modules.pop("my_agent", None)

@@ -72,6 +72,17 @@ def test_bad_requests_are_openai_errors(served: ServedEngine) -> None:
         client.chat.completions.create(model="m", messages=[], max_tokens=2)
     with pytest.raises(openai.BadRequestError, match="stream"):
         client.completions.create(model="m", prompt="x", max_tokens=2, stream=True)
+    # one reading of request fields with the agent gateway (agentrl.openai_api.requests): refused, not ignored
+    with pytest.raises(openai.BadRequestError, match="response_format.*constrained decoding"):
+        client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "x"}],
+            max_tokens=2,
+            response_format={"type": "json_object"},
+        )
+    image = {"type": "image_url", "image_url": {"url": "http://x"}}
+    with pytest.raises(openai.BadRequestError, match="'image_url' content part"):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": [image]}], max_tokens=2)
 
 
 def test_hermes_tool_calls_become_tool_calls() -> None:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import envs  # noqa: F401 - registers the bundled environments
+
+# Test modules import the exploit catalogue as ``reward_hacks``; pytest's importlib mode does not put this
+# folder on sys.path by itself.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
 

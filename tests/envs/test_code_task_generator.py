@@ -129,14 +129,16 @@ def test_a_family_subset_and_config_errors() -> None:
 def test_real_grader_agrees_on_a_task_of_every_family(sandbox_kind: str) -> None:
     from envs.code_agent.verdicts import run_tests
     from envs.code_exec.config import kind_names_the_backend
+    from envs.code_exec.grading import Grader
     from envs.code_exec.sandboxing import open_sandbox
     from sandboxes import parse_sandbox_config
     from tests.envs.conftest import sandbox_settings
 
     firsts = {t.kind: t for t in reversed(generate_tasks())}  # one task per family
     config = parse_sandbox_config(kind_names_the_backend(sandbox_settings(sandbox_kind)))
-    with open_sandbox(config) as sandbox:
+    with open_sandbox(config) as sandbox, Grader() as grader:
         for task in firsts.values():
             tests = task.visible_tests() + task.hidden_tests()
-            assert run_tests(sandbox, task.coding_task(), task.solution, tests, 3.0).success, task.task_id
-            assert not run_tests(sandbox, task.coding_task(), task.wrong[0], task.hidden_tests(), 3.0).success
+            honest = run_tests(grader, sandbox, task.coding_task(), task.solution, tests)
+            assert honest.success and honest.flags == (), (task.task_id, honest.flags)
+            assert not run_tests(grader, sandbox, task.coding_task(), task.wrong[0], task.hidden_tests()).success

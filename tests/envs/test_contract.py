@@ -24,6 +24,7 @@ ADAPTERS = {
     "agentrl/OpenEnv-v0": "tests/interop/test_openenv.py",
     "agentrl/Harbor-v0": "tests/interop/test_harbor.py",
     "agentrl/Verifiers-v0": "tests/interop/test_verifiers.py",
+    "agentrl/AgentGateway-v0": "tests/gateway/test_gateway_env_api.py",  # needs an agent program
 }
 
 

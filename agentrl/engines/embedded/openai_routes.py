@@ -15,7 +15,7 @@ from aiohttp import web
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.errors import EngineError
 from agentrl.openai_api.render import RenderedRequest, render_chat, render_completion
-from agentrl.openai_api.responses import chat_response, completion_response, models_response
+from agentrl.openai_api.responses import chat_response, completion_response, error_body, models_response
 
 
 def add_openai_routes(app: web.Application, engine_key: web.AppKey[EmbeddedEngine]) -> None:
@@ -47,9 +47,7 @@ def _model_name(engine: EmbeddedEngine) -> str:
 
 
 def _openai_error(message: str, status: int = 400) -> web.Response:
-    return web.json_response(
-        {"object": "error", "error": {"message": message, "type": "BadRequestError", "code": status}}, status=status
-    )
+    return web.json_response(error_body(message, status), status=status)
 
 
 async def _serve(
@@ -66,7 +64,7 @@ async def _serve(
             raise EngineError("stream: true is not supported by agentrl serve; send a non-streaming request")
         rendered = render(body, engine.tokenizer, engine.max_seq_len)
         result = await engine.generate(rendered.input_ids, rendered.sampling)
-    except (EngineError, ValueError) as exc:  # ValueError: a body that is not JSON
+    except (EngineError, ValueError) as exc:  # ValueError: a body that is not JSON, or an OpenAIRequestError
         return _openai_error(str(exc))
     return web.json_response(reply(result, engine, rendered, body))
 

@@ -1,0 +1,182 @@
+"""Grader: the host-side relay between the trusted judge and the solution's sandbox service.
+
+``Grader.grade(sandbox, task, solution)`` loads ``task.code_prefix + solution`` in a fresh sandbox
+process, starts a judge job with the task's prefix and hidden tests, and relays the judge's requests to
+the solution (each bounded by the running test's deadline) until every test has a verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envs.code_exec.grading.judge_process import JudgeLost, JudgeProcess, JudgeTimeout
+from envs.code_exec.grading.result import GradeResult, GradingError, HackFlag, TestVerdict
+from envs.code_exec.grading.scan import scan_source
+from envs.code_exec.grading.solution_process import SolutionProcess
+
+MiB = 1024 * 1024
+
+
+class GradableTask(Protocol):
+    """What grading needs of a task: the hidden tests, the function they call, the code the solution extends."""
+
+    @property
+    def tests(self) -> list[str]: ...
+
+    @property
+    def entry_point(self) -> str: ...
+
+    @property
+    def code_prefix(self) -> str: ...
+
+
+class GraderConfig(BaseModel):
+    """Time limits and the judge process's settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    per_test_timeout_s: float = Field(3.0, gt=0, description="Wall-clock limit of each hidden test.")
+    load_timeout_s: float | None = Field(
+        None, gt=0, description="Limit of loading the solution (its module-level code); None: per_test_timeout_s."
+    )
+    judge_grace_s: float = Field(
+        2.0, gt=0, description="Extra time the judge's own code gets past a test's limit before it is killed."
+    )
+    judge_python: str = Field(
+        "python3", description="Interpreter of the judge (stdlib only), looked up on /usr/local/bin:/usr/bin:/bin."
+    )
+    judge_uid: int = Field(
+        65533, ge=1, description="Unprivileged uid the judge drops to when started as root (not the sandbox's)."
+    )
+    judge_memory_bytes: int = Field(2048 * MiB, ge=256 * MiB, description="Address-space limit of the judge.")
+
+    @property
+    def load_s(self) -> float:
+        """The effective load limit."""
+        return self.load_timeout_s or self.per_test_timeout_s
+
+
+def build_program(task: GradableTask, solution: str) -> str:
+    """The code under test: the task's prefix followed by the solution (HumanEval's prompt + completion)."""
+    prefix = task.code_prefix
+    if prefix and not prefix.endswith("\n") and not solution.startswith("\n"):
+        prefix += "\n"
+    return prefix + solution
+
+
+class Grader:
+    """Grades solutions across the trust boundary; owns a judge process (close it, or use ``with``)."""
+
+    def __init__(self, config: GraderConfig | None = None) -> None:
+        self.config = config or GraderConfig()
+        self._judge = JudgeProcess(self.config.judge_python, self.config.judge_uid, self.config.judge_memory_bytes)
+
+    def grade(self, sandbox: Any, task: GradableTask, solution: str) -> GradeResult:
+        """Per-test verdicts and hack flags for ``solution`` against ``task.tests`` (run in ``sandbox``)."""
+        return _GradingRun(self.config, sandbox, task, solution).execute(self._judge)
+
+    def close(self) -> None:
+        """Stop the judge process (idempotent; a later ``grade`` starts a new one)."""
+        self._judge.close()
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def grade(sandbox: Any, task: GradableTask, solution: str, *, per_test_timeout_s: float = 3.0) -> GradeResult:
+    """One-off grading with a temporary judge (an env keeps a ``Grader`` instead, to reuse its judge)."""
+    with Grader(GraderConfig(per_test_timeout_s=per_test_timeout_s)) as grader:
+        return grader.grade(sandbox, task, solution)
+
+
+class _GradingRun:
+    """The state of one grading: the solution process, the verdicts so far, the flags."""
+
+    def __init__(self, config: GraderConfig, sandbox: Any, task: GradableTask, solution: str) -> None:
+        self.config, self.task = config, task
+        self.flags: list[HackFlag] = scan_source(solution)
+        self.verdicts: dict[int, TestVerdict] = {}
+        self.solution = SolutionProcess(
+            sandbox,
+            build_program(task, solution),
+            per_test_s=config.per_test_timeout_s,
+            load_timeout_s=config.load_s,
+            flags=self.flags,
+        )
+        self.current: int | None = None
+
+    def execute(self, judge: JudgeProcess) -> GradeResult:
+        start = time.monotonic()
+        load_error = "grading did not start"
+        try:
+            judge.start_job(self._job())  # the judge forks and runs the prefix while the solution loads
+            load_error = self.solution.start()
+            if load_error is None:
+                self._judge_tests(judge)
+        finally:
+            judge.finish_job(abort=load_error is not None)
+            self.solution.close()
+        missing = "no verdict (the judge stopped)" if load_error is None else f"solution failed: {load_error}"
+        verdicts = [
+            self.verdicts.get(i, TestVerdict(index=i, passed=False, error=missing)) for i in range(len(self.task.tests))
+        ]
+        unique = list({(f.kind, f.detail): f for f in self.flags}.values())
+        return GradeResult(verdicts=verdicts, flags=unique, duration_s=time.monotonic() - start)
+
+    @property
+    def alarm_s(self) -> float:
+        """The judge's own per-test backstop (the relay times the solution's calls exactly)."""
+        return self.config.per_test_timeout_s + self.config.load_s + 0.5
+
+    def _job(self) -> dict[str, Any]:
+        return {
+            "prefix": self.task.code_prefix,
+            "tests": list(self.task.tests),
+            "entry_point": self.task.entry_point,
+            "alarm_s": self.alarm_s,
+            "cpu_s": len(self.task.tests) * self.alarm_s + 10,
+        }
+
+    def _judge_tests(self, judge: JudgeProcess) -> None:
+        slack = self.alarm_s - self.config.per_test_timeout_s + self.config.judge_grace_s
+        deadline = time.monotonic() + 10.0 + self.config.load_s  # a fresh zygote starts, the prefix runs
+        try:
+            while self._relay(judge, judge.receive(deadline)):
+                deadline = max(self.solution.deadline, time.monotonic()) + slack
+        except JudgeTimeout:
+            judge.kill_child()
+            if self.current is not None and self.current not in self.verdicts:
+                self._verdict(self.current, "the test ran past its time limit (the judge was stopped)", True)
+        except JudgeLost:
+            pass
+
+    def _relay(self, judge: JudgeProcess, message: dict[str, Any]) -> bool:
+        """Act on one message of the judge; False when the job is over."""
+        op = message.get("op")
+        if op == "test":
+            self.current = int(message["index"])
+            self.solution.begin_test()
+        elif op == "rpc":
+            reply = self.solution.forward(message["request"])
+            judge.send({"seq": message["seq"], "gen": self.solution.gen, **reply})
+        elif op == "verdict":
+            error = message.get("error")
+            self._verdict(int(message["index"]), error, bool(error) and error.startswith("TimeoutError"))
+        elif op == "flag":
+            self.flags.append(HackFlag(kind=message["kind"], detail=str(message["detail"]), source="host"))
+        elif op == "prefix_error":
+            raise GradingError(
+                f"the task's code_prefix fails in the judge ({message.get('error')}): it must run with the judge's "
+                "python (stdlib only), like the tests"
+            )
+        return op not in ("done", "exit", "crash")
+
+    def _verdict(self, index: int, error: str | None, timed_out: bool) -> None:
+        if 0 <= index < len(self.task.tests):
+            self.verdicts[index] = TestVerdict(index=index, passed=error is None, error=error, timed_out=timed_out)

@@ -1,0 +1,93 @@
+"""The typed outcome of grading: one verdict per hidden test, the hack flags raised, the time it took."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrl.errors import AgentRLError
+
+HackKind = Literal[
+    "introspection",
+    "process_exit",
+    "custom_comparison",
+    "proc_access",
+    "file_write",
+    "signal",
+    "spawn",
+    "native_code",
+    "builtins_patched",
+    "channel_tampering",
+]
+
+
+class GradingError(AgentRLError, RuntimeError):
+    """Grading could not run for a reason that is not the solution's (the task's prefix fails on the judge)."""
+
+
+class HackFlag(BaseModel):
+    """A signal of an attempted exploit: what kind, where it was seen, and a short detail."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: HackKind = Field(description="Exploit class, e.g. introspection, process_exit, custom_comparison.")
+    detail: str = Field(description="What was seen (an audit event, a type name, a source line).")
+    source: Literal["runtime", "static", "host"] = Field(
+        description="runtime: the audit hook in the solution's process; static: its source; host: the relay."
+    )
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+class TestVerdict(BaseModel):
+    """The verdict on one hidden test, computed by the judge outside the sandbox."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    __test__ = False  # not a pytest test class
+
+    index: int = Field(description="Position of the test in the task's list.")
+    passed: bool = Field(description="The test ran to the end without an exception.")
+    error: str | None = Field(None, description="What the test raised (or why it has no verdict).")
+    timed_out: bool = Field(False, description="The test ran past its time limit.")
+
+
+class GradeResult(BaseModel):
+    """Outcome of grading one solution: per-test verdicts, hack flags, duration."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    verdicts: list[TestVerdict] = Field(description="One verdict per hidden test, in order.")
+    flags: list[HackFlag] = Field(default_factory=list, description="Signals of attempted reward hacking.")
+    duration_s: float = Field(0.0, description="Wall-clock seconds grading took.")
+
+    @property
+    def passed(self) -> list[bool]:
+        """Per-test pass flags."""
+        return [v.passed for v in self.verdicts]
+
+    @property
+    def errors(self) -> list[str]:
+        """'test i: <error>' for each failed test."""
+        return [f"test {v.index}: {v.error}" for v in self.verdicts if not v.passed]
+
+    @property
+    def timed_out(self) -> bool:
+        """True when any test ran past its time limit."""
+        return any(v.timed_out for v in self.verdicts)
+
+    @property
+    def fraction(self) -> float:
+        """Fraction of tests passed (the code-exec reward)."""
+        return sum(self.passed) / len(self.verdicts) if self.verdicts else 0.0
+
+    @property
+    def success(self) -> bool:
+        """True when every test passed (what pass@k counts)."""
+        return bool(self.verdicts) and all(self.passed)
+
+    @property
+    def flag_strings(self) -> list[str]:
+        """The flags as 'kind: detail' strings (the env's ``info['hack_flags']``)."""
+        return [str(flag) for flag in self.flags]
