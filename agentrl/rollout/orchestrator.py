@@ -154,7 +154,7 @@ class RolloutOrchestrator:
         while True:
             await self._settle(dropped)
             await self._check_drops(dropped)
-            if sum(g.state == "ready" for g in self._groups) >= need:
+            if self._batch_complete(need):
                 return  # checked before admitting: carried ready groups may already fill the step
             await self._fill(target)
             self._launch()
@@ -164,6 +164,16 @@ class RolloutOrchestrator:
                     return
                 continue  # groups settled or dropped: fill again
             await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+
+    def _batch_complete(self, need: int) -> bool:
+        """B groups can be handed: any B complete ones (batch_order finish), or the B oldest (start).
+
+        ``self._groups`` is in start order (carried groups first, then by dataset position), so under
+        ``start`` which groups train never depends on how long their replies are.
+        """
+        if self.config.batch_order == "start":
+            return len(self._groups) >= need and all(g.state == "ready" for g in self._groups[:need])
+        return sum(g.state == "ready" for g in self._groups) >= need
 
     async def _fill(self, target: int) -> None:
         """Admit new groups from the dataset until ``target`` groups are ready or in flight."""

@@ -21,6 +21,7 @@ import torch
 
 from agentrl.config.run import RunConfig
 from agentrl.errors import CheckpointError
+from agentrl.heap import trim_heap
 from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 from agentrl.rundir import new_run_dir
 from agentrl.trainer.async_loop import run_async_loop, threads_for
@@ -176,7 +177,9 @@ async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list
         if not groups:
             break
         rows = build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1)
+        await _release_engine_memory(s.engine)
         train_metrics = s.updater.update(rows, audit=cfg.algorithm.audit_due(step), version=step - 1)
+        trim_heap()  # the update's freed activations back to the OS before the engine allocates again
         outcome = StepOutcome(step, groups, rollout_metrics, train_metrics, exhausted, started)
         if await end_step(s, outcome, boundaries):
             break
@@ -184,6 +187,14 @@ async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list
             curve = await heldout_eval(cfg, s.engine, s.tokenizer, s.run_dir, f"step{step:04d}")
             s.reporter.log_extra(step, curve)
     return s.reporter.history
+
+
+async def _release_engine_memory(engine: Any) -> None:
+    """An in-process engine is idle during a synchronous update: its KV buffers and prefix cache (which the
+    weight sync would flush anyway) are freed so they do not add to the update's peak memory."""
+    release = getattr(engine, "release_memory", None)
+    if release is not None:
+        await release()
 
 
 async def _close(s: Session, *, failing: bool = False) -> None:

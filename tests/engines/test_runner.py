@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 
 from agentrl.engines.base import VersionSpan
+from agentrl.engines.embedded.requests import spans_from_versions
 from agentrl.engines.embedded.runner import ModelRunner
-from agentrl.engines.embedded.scheduler import spans_from_versions
 
 
 def test_join_leave_and_growth_match_full_forward(tiny_model_dir: Path) -> None:

@@ -177,6 +177,14 @@ class EmbeddedEngine:
             return False
         return result.finish_reason == "length"
 
+    async def release_memory(self) -> None:
+        """Free the KV buffers and the prefix cache as soon as no request runs (requests sent meanwhile wait).
+
+        For an engine sharing the host with the trainer: its caches would otherwise sit through the update,
+        though the update invalidates the prefix cache anyway; the next forward allocates the buffers again.
+        """
+        await asyncio.wrap_future(self.scheduler.request_release())
+
     def model_identity(self) -> ModelIdentity:
         """The loaded model's Hugging Face config and the directory it came from."""
         return ModelIdentity(hf_config=self.runner.model.config.to_dict(), path=self.model_path)

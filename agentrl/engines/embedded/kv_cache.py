@@ -306,6 +306,13 @@ class SlotKVCache:
         self.end = 0
         self._decode_mask_cols = None
 
+    def free(self) -> None:
+        """Drop every row and the buffers themselves; the next forward allocates them again."""
+        self.clear()
+        self.keys = [None] * self.num_layers
+        self.values = [None] * self.num_layers
+        self.rows_cap = self.cols_cap = 0
+
     # --- masks and positions ---------------------------------------------------------------------
     def decode_mask(self, lo: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
         """Additive mask ``[rows, 1, 1, end + 1 - lo]``: 0 on each row's cached tokens and the new one.

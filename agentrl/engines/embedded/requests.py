@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from agentrl.engines.base import GenerateResult, SamplingParams, VersionSpan
+from agentrl.engines.base import FinishReason, GenerateResult, SamplingParams, VersionSpan
 from agentrl.engines.embedded.prefix_index import block_hashes
 from agentrl.engines.embedded.sampling import RowSampling
 
@@ -41,6 +41,22 @@ class Request:
     def prefix_tokens(self) -> list[int]:
         """Tokens whose keys/values a running request's row holds from the start: at least its prompt."""
         return self.input_ids
+
+    def result(
+        self, reason: FinishReason, current: int, *, matched: int | str | None = None, message: str | None = None
+    ) -> GenerateResult:
+        """What the caller receives now that the request ends (``current``: the engine's policy version)."""
+        return GenerateResult(
+            request_id=self.rid,
+            output_ids=self.output_ids,
+            logprobs=self.logprobs,
+            finish_reason=reason,
+            version_spans=spans_from_versions(self.versions, current),
+            prompt_tokens=len(self.input_ids),
+            cached_tokens=self.cached_tokens,
+            matched_stop=matched,
+            extra={"message": message} if message else {},
+        )
 
 
 def spans_from_versions(versions: list[int], current: int) -> list[VersionSpan]:

@@ -118,6 +118,10 @@ class ModelRunner:
         """Drop every row (after a failed forward the cache content is unknown)."""
         self.cache.clear()
 
+    def free(self) -> None:
+        """Drop every row and release the KV buffers (they are allocated again on the next forward)."""
+        self.cache.free()
+
     def _hf_forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         kwargs: dict[str, object] = {self._cache_kw: self.cache, "use_cache": True}
         if self._keep_kw:

@@ -1,7 +1,7 @@
 """The embedded engine's continuous-batching loop, run by one background thread that owns the model.
 
-Each iteration: reap aborted requests, apply a pending weight update once no request runs on the old
-weights, then one forward pass that decodes every running request and admits waiting ones (their
+Each iteration: reap aborted requests, apply a pending weight update (or memory release) once no request
+runs, then one forward pass that decodes every running request and admits waiting ones (their
 prompts, or only the part after a head already held, prefilled in the same pass). Callers on any
 asyncio loop get their result through ``call_soon_threadsafe``. Invariant: no ``generate`` waits
 forever: a failed iteration fails the requests it held with an EngineError and the loop serves on;
@@ -18,15 +18,16 @@ from typing import Literal
 
 import torch
 
-from agentrl.engines.base import FinishReason, GenerateResult
+from agentrl.engines.base import FinishReason
 from agentrl.engines.embedded.kv_cache import PrefixKV
 from agentrl.engines.embedded.prefix_cache import PrefixCache, PrefixEntry
 from agentrl.engines.embedded.prefix_index import BLOCK, PrefixIndex
-from agentrl.engines.embedded.requests import Request, deliver, spans_from_versions
+from agentrl.engines.embedded.requests import Request, deliver
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.sampling import SamplingPlan, sample_tokens
 from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineError
+from agentrl.heap import trim_heap
 
 QUEUED_ABORT_MESSAGE = "Abort in waiting queue"  # SGLang 0.5.x's reply text for a queued abort
 RUNNING_ABORT_MESSAGE = "Abort request"
@@ -73,6 +74,7 @@ class Scheduler:
         self._plan: SamplingPlan | None = None  # the running rows' sampling settings; None when they changed
         self._by_id: dict[str, Request] = {}
         self._update: _WeightUpdate | None = None
+        self._releases: list[Future[None]] = []  # release_memory() callers waiting for an idle moment
         self._closed = False
         self._stopped_by: str | None = None  # why the loop died, once it has
         self._thread = threading.Thread(target=self._loop, name="agentrl-engine", daemon=True)
@@ -118,6 +120,17 @@ class Scheduler:
             self._cond.notify()
         return done
 
+    def request_release(self) -> Future[None]:
+        """Free the KV buffers and the prefix cache once no request runs (queued ones wait until then)."""
+        done: Future[None] = Future()
+        with self._cond:
+            if self._closed:
+                done.set_result(None)  # a closed engine holds no caches; its loop would never answer
+                return done
+            self._releases.append(done)
+            self._cond.notify()
+        return done
+
     def close(self) -> None:
         """Stop the loop; requests still in flight return as aborted."""
         with self._cond:
@@ -158,11 +171,11 @@ class Scheduler:
     def _next_admissions(self) -> list[Request] | None:
         """Wait for work; None once closed, else the waiting requests to admit in the next step."""
         with self._cond:
-            while not (self._closed or self._running or self._update or self._waiting):
+            while not (self._closed or self._running or self._update or self._waiting or self._releases):
                 self._cond.wait()
             if self._closed:
                 return None
-            return [] if self._update else self._pop_admissible()
+            return [] if self._update or self._releases else self._pop_admissible()
 
     def _iterate(self, admit: list[Request]) -> None:
         if self._update is not None and self.weight_update == "abort":
@@ -171,6 +184,8 @@ class Scheduler:
         self._reap_aborted()
         if self._update is not None and not self._running:
             self._apply_update()
+        if self._releases and not self._running:
+            self._apply_release()
         if admit or self._running:
             self._step(admit)
 
@@ -245,6 +260,20 @@ class Scheduler:
             update.done.set_result(None)
         except Exception as exc:  # reported to the caller of update_weights
             update.done.set_exception(exc)
+
+    def _apply_release(self) -> None:
+        with self._cond:
+            waiters, self._releases = self._releases, []
+        try:
+            self.prefix_cache.clear()
+            self.runner.free()
+            trim_heap()
+        except Exception as exc:  # reported to the caller of release_memory, the engine serves on
+            for done in waiters:
+                done.set_exception(exc)
+            raise
+        for done in waiters:
+            done.set_result(None)
 
     def _step(self, admit: list[Request]) -> None:
         """One forward pass: decode every running request and admit ``admit`` (fresh prompts first,
@@ -342,6 +371,7 @@ class Scheduler:
             self._waiting.clear()
             self._running = []
             update, self._update = self._update, None
+            releases, self._releases = self._releases, []
             for req in pending:
                 if reason is None:
                     self._finish_locked(req, "abort", message="engine closed")
@@ -351,6 +381,8 @@ class Scheduler:
         if update is not None and not update.done.done():
             why = "engine closed" if reason is None else f"the embedded engine's scheduler stopped: {reason}"
             update.done.set_exception(EngineError(f"{why} before the weight update was applied"))
+        for done in releases:
+            done.set_result(None)  # a stopped engine holds no caches
 
     def _finish(
         self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None
@@ -362,16 +394,4 @@ class Scheduler:
         self, req: Request, reason: FinishReason, *, matched: int | str | None = None, message: str | None = None
     ) -> None:
         self._by_id.pop(req.rid, None)
-        extra: dict[str, object] = {"message": message} if message else {}
-        result = GenerateResult(
-            request_id=req.rid,
-            output_ids=req.output_ids,
-            logprobs=req.logprobs,
-            finish_reason=reason,
-            version_spans=spans_from_versions(req.versions, self.version),
-            prompt_tokens=len(req.input_ids),
-            cached_tokens=req.cached_tokens,
-            matched_stop=matched,
-            extra=extra,
-        )
-        deliver(req, result)
+        deliver(req, req.result(reason, self.version, matched=matched, message=message))

@@ -1,0 +1,29 @@
+"""Returning freed heap memory to the OS, so a process's RSS follows what it holds, not what it once held.
+
+glibc keeps freed blocks below its (dynamic, up to 32 MB) mmap threshold in its arenas, one arena per
+thread that allocated: the trainer's freed activations (main thread) are not reused by the embedded
+engine's KV buffers (engine thread), so without a trim a colocated job's RSS is the sum of both peaks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import lru_cache
+from typing import Any
+
+
+@lru_cache(maxsize=1)
+def _libc() -> Any:
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
+def trim_heap() -> bool:
+    """``malloc_trim(0)`` on every glibc arena; False where there is no glibc (musl, macOS: nothing to do)."""
+    libc = _libc()
+    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    if trim is None:
+        return False
+    trim(0)
+    return True

@@ -1,0 +1,275 @@
+"""Where the main job's memory goes, and what each memory option costs in time (JSON on stdout).
+
+``step`` (default): one GSPO-token update on the single-turn main job's batch shape (B x G rows of prompt +
+completion tokens) with SmolLM2-135M's architecture, side by side for the trainer's memory options. Each option
+runs in its own subprocess, so its ``ru_maxrss`` is that option's honest peak; ``state_gb`` is the RSS after the
+first update (model, gradients, AdamW state: what no option changes) and ``activations_gb`` the peak above it.
+
+``job``: the real job (``agentrl train CONFIG`` for a few steps, no evaluation) per option set, with the peak RSS
+of every phase (model load, rollout, update, weight sync, checkpoint) sampled by resetting the kernel's
+high-water mark (``/proc/self/clear_refs``) at each phase start. Run it under ``flock /tmp/agentrl-heavy.lock``.
+
+    python scripts/bench_memory.py                                   # step options, random SmolLM2-shaped weights
+    python scripts/bench_memory.py job --config configs/quickstart_single.yaml --steps 3 \\
+        --option 'before=!keep_engine_caches;!no_trim_heap' --option after= \\
+        --option gc=trainer.gradient_checkpointing=true
+
+A job option is ``NAME=override;override``; the pseudo-override ``!keep_engine_caches`` keeps the embedded
+engine's KV buffers and prefix cache through the update (as before ``release_memory`` existed), and
+``!no_trim_heap`` skips the loop's ``malloc_trim`` after the update (with both: the job before either change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# name -> trainer settings; "baseline" is the single-turn main job as configured before this benchmark.
+STEP_OPTIONS: dict[str, dict[str, Any]] = {
+    "baseline": {"gradient_checkpointing": False, "micro_batch_tokens": 4096},
+    "micro_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048},
+    "micro_1024": {"gradient_checkpointing": False, "micro_batch_tokens": 1024},
+    "checkpointing": {"gradient_checkpointing": True, "micro_batch_tokens": 4096},
+    "checkpointing_8192": {"gradient_checkpointing": True, "micro_batch_tokens": 8192},
+    "checkpointing_1024": {"gradient_checkpointing": True, "micro_batch_tokens": 1024},
+}
+
+
+def rss_gb() -> float:
+    """Current resident set size (GiB)."""
+    with open("/proc/self/status") as status:
+        line = next(x for x in status if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 2**20
+
+
+def hwm_gb() -> float:
+    """Peak resident set size since the last ``reset_hwm`` (GiB)."""
+    with open("/proc/self/status") as status:
+        line = next(x for x in status if x.startswith("VmHWM:"))
+    return int(line.split()[1]) / 2**20
+
+
+def reset_hwm() -> None:
+    """Restart the kernel's RSS high-water mark at the current RSS (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def job_rows(batch: int, prompt: int, completion: int) -> list[Any]:
+    """``batch`` rows of ``prompt`` template tokens then ``completion`` sampled ones with +-1 advantages."""
+    import torch
+
+    from agentrl.trainer.batch import TrainRow
+
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for i in range(batch):
+        ids = torch.randint(0, 49152, (prompt + completion,), generator=g).tolist()
+        mask = [t >= prompt - 1 for t in range(len(ids) - 1)]
+        adv = 1.0 if i % 2 == 0 else -1.0
+        logp = [-3.0 if m else 0.0 for m in mask]
+        rows.append(TrainRow([ids], logp, mask, [0 if m else -1 for m in mask], [adv if m else 0.0 for m in mask], i))
+    return rows
+
+
+def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One option's update: warm-up (allocates gradients and AdamW state), then timed updates."""
+    import torch
+    from bench_trainer import _checkpointing, build_model
+
+    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.trainer.logprobs import PolicyLogprobs
+    from agentrl.trainer.update import PolicyUpdater
+
+    torch.set_num_threads(args.threads)
+    settings = STEP_OPTIONS[option]
+    lm = build_model(args.arch)
+    if settings["gradient_checkpointing"]:
+        _checkpointing(lm)
+    lm.config.use_cache = False
+    lm.train()
+    cfg = TrainerConfig(lr=1e-6, mini_batches=1, **settings)
+    updater = PolicyUpdater(
+        PolicyLogprobs(lm, cfg.logprob_chunk_tokens), AlgorithmConfig(), cfg, temperature=0.7, total_steps=10
+    )
+    rows = job_rows(args.batch, args.prompt, args.completion)
+    model_gb = rss_gb()
+    updater.update(rows)
+    state_gb = rss_gb()
+    times = []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        updater.update(rows)
+        times.append(time.perf_counter() - started)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return {
+        "option": option,
+        **settings,
+        "model_gb": model_gb,
+        "state_gb": state_gb,
+        "peak_gb": peak,
+        "activations_gb": peak - state_gb,
+        "update_s": min(times),
+        "update_s_all": times,
+    }
+
+
+def run_steps(args: argparse.Namespace) -> dict[str, Any]:
+    """Every step option in its own subprocess; ratios against the baseline."""
+    results = {}
+    for option in args.options.split(","):
+        cmd = [sys.executable, __file__, "step", "--worker", option, "--batch", str(args.batch)]
+        cmd += ["--prompt", str(args.prompt), "--completion", str(args.completion), "--repeats", str(args.repeats)]
+        cmd += ["--arch", args.arch, "--threads", str(args.threads)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        results[option] = json.loads(out.stdout.strip().splitlines()[-1])
+    base = results.get("baseline")
+    if base is not None:
+        for result in results.values():
+            result["peak_vs_baseline"] = result["peak_gb"] / base["peak_gb"]
+            result["time_vs_baseline"] = result["update_s"] / base["update_s"]
+    shape = f"{args.batch} rows x ({args.prompt} prompt + {args.completion} completion) tokens"
+    model = {"smollm2": "SmolLM2-135M's architecture", "small": "4 narrow layers, SmolLM2's vocabulary"}[args.arch]
+    return {"shape": shape, "model": f"{model}, random weights, fp32", "options": results}
+
+
+KEEP_ENGINE_CACHES = "!keep_engine_caches"  # job option pseudo-override: skip the release before the update
+NO_TRIM_HEAP = "!no_trim_heap"  # job option pseudo-override: skip the loop's malloc_trim after the update
+
+
+def _undo_memory_changes(loop: Any, overrides: list[str]) -> list[str]:
+    """Apply the pseudo-overrides (the job before the memory changes) to the loop; the real overrides."""
+    if KEEP_ENGINE_CACHES in overrides:  # the "before" of the engine-release change: keep caches through the update
+
+        async def keep(engine: Any) -> None:
+            return None
+
+        loop._release_engine_memory = keep
+    if NO_TRIM_HEAP in overrides:  # with the one above: the job as it was before either memory change
+        loop.trim_heap = lambda: False
+    return [o for o in overrides if o not in (KEEP_ENGINE_CACHES, NO_TRIM_HEAP)]
+
+
+def _watched(phases: list[dict[str, Any]], name: str, fn: Any, is_async: bool) -> Any:
+    """``fn`` with its peak RSS (from a high-water mark reset at its start) and duration appended to ``phases``."""
+
+    def record(started: float, before: float) -> None:
+        phases.append({"phase": name, "rss_before_gb": before, "peak_gb": hwm_gb(), "s": time.perf_counter() - started})
+
+    async def run_async(*a: Any, **k: Any) -> Any:
+        reset_hwm()
+        started, before = time.perf_counter(), rss_gb()
+        try:
+            return await fn(*a, **k)
+        finally:
+            record(started, before)
+
+    def run_sync(*a: Any, **k: Any) -> Any:
+        reset_hwm()
+        started, before = time.perf_counter(), rss_gb()
+        try:
+            return fn(*a, **k)
+        finally:
+            record(started, before)
+
+    return run_async if is_async else run_sync
+
+
+def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, Any]:
+    """``agentrl train`` with each phase's peak RSS recorded (the phases are wrapped, nothing else changes)."""
+    import agentrl.trainer.loop as loop
+    import agentrl.trainer.step_end as step_end
+    from agentrl.config.loader import load_config
+    from agentrl.rollout.orchestrator import RolloutOrchestrator
+    from agentrl.trainer.update import PolicyUpdater
+
+    phases: list[dict[str, Any]] = []
+    overrides = _undo_memory_changes(loop, overrides)
+    watched = functools.partial(_watched, phases)
+    loop.build_session = watched("load", loop.build_session, True)
+    step_end.sync_weights = watched("sync", step_end.sync_weights, True)
+    step_end.save_session = watched("checkpoint", step_end.save_session, False)
+    RolloutOrchestrator.collect_step = watched("rollout", RolloutOrchestrator.collect_step, True)
+    PolicyUpdater.update = watched("update", PolicyUpdater.update, False)
+    quiet = ["logging.progress=false", "logging.wandb_mode=disabled", "eval.splits=[]", f"logging.run_root={run_root}"]
+    cfg = load_config(config, [*overrides, *quiet])
+    started = time.perf_counter()
+    run_dir = loop.train(cfg, config_name="bench_memory")
+    steps = [json.loads(line)["perf/step_s"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {
+        "overrides": overrides,
+        "wall_s": time.perf_counter() - started,
+        "step_s": steps,
+        # ru_maxrss forgets what came before a high-water-mark reset: the job's peak is its largest phase peak
+        "peak_gb": max([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20] + [x["peak_gb"] for x in phases]),
+        "phase_peak_gb": {
+            p: max(x["peak_gb"] for x in phases if x["phase"] == p) for p in {x["phase"] for x in phases}
+        },
+        "phases": phases,
+    }
+
+
+def run_jobs(args: argparse.Namespace) -> dict[str, Any]:
+    """Every job option (``NAME=override;override``) in its own subprocess, in the order given."""
+    results = {}
+    for spec in args.option or ["baseline="]:
+        name, _, joined = spec.partition("=")
+        overrides = [o for o in joined.split(";") if o] + [f"trainer.steps={args.steps}", *args.override]
+        cmd = [
+            sys.executable,
+            __file__,
+            "job",
+            "--worker",
+            name,
+            "--config",
+            args.config,
+            "--run-root",
+            str(args.run_root),
+        ]
+        cmd += [arg for o in overrides for arg in ("-o", o)]
+        env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            raise RuntimeError(f"job option {name} failed:\n{out.stderr[-3000:]}")
+        results[name] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"[bench_memory] {name}: peak {results[name]['peak_gb']:.2f} GB", file=sys.stderr, flush=True)
+    return {"config": args.config, "steps": args.steps, "options": results}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", nargs="?", default="step", choices=["step", "job"])
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--options", default=",".join(STEP_OPTIONS), help="step: which options, comma-separated.")
+    parser.add_argument("--batch", type=int, default=24, help="step: rows (main job: 6 prompts x 4 samples).")
+    parser.add_argument("--prompt", type=int, default=200, help="step: prompt tokens per row.")
+    parser.add_argument("--completion", type=int, default=160, help="step: completion tokens per row.")
+    parser.add_argument("--repeats", type=int, default=2, help="step: timed updates after the warm-up.")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--arch", choices=["smollm2", "small"], default="smollm2", help="step: model shape.")
+    parser.add_argument("--config", default="configs/quickstart_single.yaml", help="job: the run config.")
+    parser.add_argument("--steps", type=int, default=3, help="job: training steps per option.")
+    parser.add_argument("--option", action="append", help="job: NAME=override;override (repeat; in order).")
+    parser.add_argument("-o", "--override", action="append", default=[], help="job: override for every option.")
+    parser.add_argument("--run-root", type=Path, default=Path("runs/bench_memory"), help="job: run directories.")
+    args = parser.parse_args()
+    if args.worker and args.mode == "step":
+        print(json.dumps(step_worker(args.worker, args)))
+    elif args.worker:
+        print(json.dumps(job_worker(args.config, args.override, args.run_root)))
+    else:
+        print(json.dumps(run_steps(args) if args.mode == "step" else run_jobs(args), indent=1))
+
+
+if __name__ == "__main__":
+    main()

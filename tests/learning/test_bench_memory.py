@@ -1,0 +1,28 @@
+"""scripts/bench_memory.py: the step comparison (small shape) and the per-phase job profile (tiny job)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from learning_helpers import run_script
+
+pytestmark = pytest.mark.slow
+
+
+def test_step_options_side_by_side() -> None:
+    args = ["--arch", "small", "--batch", "4", "--prompt", "32", "--completion", "32", "--repeats", "1"]
+    report = json.loads(run_script("bench_memory.py", *args, "--options", "baseline,checkpointing"))
+    base, ckpt = report["options"]["baseline"], report["options"]["checkpointing"]
+    assert base["peak_vs_baseline"] == 1.0 and ckpt["gradient_checkpointing"] is True
+    for option in (base, ckpt):
+        assert option["peak_gb"] >= option["state_gb"] > option["model_gb"] > 0.1 and option["update_s"] > 0
+
+
+def test_job_profile_has_every_phase(tiny_job: Path, tmp_path: Path) -> None:
+    args = ["job", "--config", str(tiny_job), "--steps", "1", "--run-root", str(tmp_path / "runs")]
+    report = json.loads(run_script("bench_memory.py", *args, "--option", "ckpt=trainer.gradient_checkpointing=true"))
+    job = report["options"]["ckpt"]
+    assert set(job["phase_peak_gb"]) == {"load", "rollout", "update", "sync", "checkpoint"}
+    assert job["peak_gb"] >= max(job["phase_peak_gb"].values()) > 0.1 and len(job["step_s"]) == 1
