@@ -2,8 +2,8 @@
 on alone, then all together, against exact on-policy synchronous training, over several seeds (JSON + one PNG).
 
 Variants are data: named override sets (``VARIANTS`` below, or ``--variants-file`` with a JSON object of
-``name: [override, ...]``). A variant the config rejects (e.g. ``trainer.mode=async`` before the asynchronous
-trainer exists) is reported as skipped, with the reason. A seed sets ``trainer.seed``, ``rollout.seed`` (task
+``name: [override, ...]``). A variant the config rejects (e.g. an override this version does not
+know) is reported as skipped, with the reason. A seed sets ``trainer.seed``, ``rollout.seed`` (task
 order) and ``engine.seed``; the held-out evaluation samples with seeds derived from ``trainer.seed``, so every
 variant of one seed is evaluated with the same sampling seeds, and the base model once per seed ("before").
 
@@ -39,7 +39,7 @@ VARIANTS: dict[str, list[str]] = {
     "partial": ["rollout.partial_rollout=true", "rollout.batch_order=finish", "algorithm.old_logprobs=recompute"],
     "partial_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", "algorithm.old_logprobs=recompute"],
     "engine_logprobs": ["rollout.partial_rollout=false", "algorithm.old_logprobs=engine"],
-    "async": ["rollout.partial_rollout=false", "algorithm.old_logprobs=engine", "trainer.mode=async"],  # issue 14
+    "async": ["rollout.partial_rollout=false", "algorithm.old_logprobs=engine", "trainer.mode=async"],
     # all together
     "all": ["rollout.partial_rollout=true", "rollout.batch_order=finish", "algorithm.old_logprobs=engine"],
     "all_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", "algorithm.old_logprobs=engine"],
