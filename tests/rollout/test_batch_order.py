@@ -53,9 +53,11 @@ def test_batch_order(batch_order: str, make_engine: Callable[[], Any], tiny_toke
             await engine.close()
 
     trained, order, aborted = asyncio.run(scenario())
-    assert aborted > 0  # four groups were in flight and two carried: the over-sampling is real
     assert sorted(trained[0] + trained[1]) == sorted(order)  # every group is trained exactly once
     if batch_order == "finish":
+        # The long groups are still running when the short ones fill the step: the over-sampling is real.
+        # (Under `start` the two younger groups may or may not finish while the oldest long one runs: a race.)
+        assert aborted > 0
         assert sorted(trained[0]) == ["task-0", "task-3"]  # the short ones jump the queue
     else:
         assert set(order[:2]) & set(LONG["long_tasks"])  # a long task was started first: the test can tell
