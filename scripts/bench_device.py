@@ -272,7 +272,7 @@ def fsdp_worker(args: argparse.Namespace) -> None:
     """One rank: the trainer's process group and FSDP2 sharding, one GSPO-token update, rank 0 reports."""
     import torch.distributed as tdist
 
-    from agentrl.trainer.distributed import decoder_layers_of, init_distributed, shard_policy
+    from agentrl.trainer.distributed import close_distributed, decoder_layers_of, init_distributed, shard_policy
 
     dist = init_distributed()
     device = f"cuda:{torch.cuda.current_device()}" if args.device.startswith("cuda") else "cpu"
@@ -294,7 +294,7 @@ def fsdp_worker(args: argparse.Namespace) -> None:
         report["loss"], report["grad_norm"] = metrics.get("train/loss"), metrics.get("train/grad_norm")
         report["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9 if device.startswith("cuda") else None
         args.out.write_text(json.dumps(report))
-    tdist.destroy_process_group()
+    close_distributed()
 
 
 def _device_name(device: str) -> str:

@@ -74,6 +74,22 @@ def init_distributed() -> DistInfo:
     return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(), enabled=True)
 
 
+def close_distributed() -> None:
+    """Leave the process group after a clean end, every rank at the same point.
+
+    Without it the group is torn down during interpreter finalisation, where gloo's worker threads can
+    abort the process ("terminate called without an active exception", pytorch/pytorch#190489). The
+    barrier keeps rank 0, which hosts the store, from leaving while another rank still talks to it. Call it
+    only on a clean or agreed end: after a failure on one rank the barrier would wait for ranks that are
+    gone (torchrun tears the others down).
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def shard_policy(policy: nn.Module, decoder_layers: nn.ModuleList) -> nn.Module:
     """Apply FSDP2: one unit per decoder layer, then the root (embeddings, norm, head)."""
     from torch.distributed.fsdp import fully_shard

@@ -28,7 +28,13 @@ from agentrl.trainer.async_loop import run_async_loop, threads_for
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.boundary import StepBoundaries
 from agentrl.trainer.checkpoint import latest_checkpoint, load_training_state, restore_buffer, set_rng_state
-from agentrl.trainer.distributed import DistInfo, decoder_layers_of, init_distributed, shard_policy
+from agentrl.trainer.distributed import (
+    DistInfo,
+    close_distributed,
+    decoder_layers_of,
+    init_distributed,
+    shard_policy,
+)
 from agentrl.trainer.heldout import heldout_eval, summary_lines
 from agentrl.trainer.interrupt import StopSignals, TrainingStopped
 from agentrl.trainer.logprobs import PolicyLogprobs
@@ -281,4 +287,10 @@ def _stopped(step: int, signals: StopSignals, run_dir: Path, dist: DistInfo) -> 
 
 def train(cfg: RunConfig, *, config_name: str = "run", resume: str | Path | None = None) -> Path:
     """Blocking entry point of ``agentrl train``."""
-    return asyncio.run(train_async(cfg, config_name=config_name, resume=resume))
+    try:
+        run_dir = asyncio.run(train_async(cfg, config_name=config_name, resume=resume))
+    except TrainingStopped:
+        close_distributed()  # every rank stopped at the same agreed boundary: no collective is in flight
+        raise
+    close_distributed()
+    return run_dir

@@ -15,7 +15,9 @@ def main(out: str) -> None:
     """Five steps with a boundary decision each; the loop ends on a stop, as the training loop does."""
     from agentrl.config.sections import TrainerConfig
     from agentrl.trainer.boundary import StepBoundaries
-    from agentrl.trainer.distributed import init_distributed
+    import torch.distributed as tdist
+
+    from agentrl.trainer.distributed import close_distributed, init_distributed
     from agentrl.trainer.interrupt import StopSignals
 
     dist = init_distributed()
@@ -32,6 +34,8 @@ def main(out: str) -> None:
                 break
     with open(f"{out}.rank{dist.rank}.json", "w") as handle:
         json.dump({"requested": signals.requested, "decisions": decisions}, handle)
+    close_distributed()  # as ``agentrl train`` does on an agreed stop
+    assert not tdist.is_initialized()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,13 @@ def main(model_dir: str, out_path: str) -> None:
 
     from agentrl.config.sections import AlgorithmConfig, TrainerConfig
     from agentrl.trainer.batch import build_rows
-    from agentrl.trainer.distributed import decoder_layers_of, full_state_dict, init_distributed, shard_policy
+    from agentrl.trainer.distributed import (
+        close_distributed,
+        decoder_layers_of,
+        full_state_dict,
+        init_distributed,
+        shard_policy,
+    )
     from agentrl.trainer.logprobs import PolicyLogprobs
     from agentrl.trainer.update import PolicyUpdater
 
@@ -61,10 +67,7 @@ def main(model_dir: str, out_path: str) -> None:
         report = {"metrics": metrics, "params": params, "world": dist.world_size, "backend": backend}
         Path(out_path).write_text(json.dumps(report))
         torch.save(state, out_path + ".pt")
-    if dist.enabled:
-        import torch.distributed as tdist
-
-        tdist.destroy_process_group()
+    close_distributed()
 
 
 if __name__ == "__main__":

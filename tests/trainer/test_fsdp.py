@@ -73,3 +73,19 @@ def test_gpu_process_group_serves_cpu_collectives() -> None:
     assert process_group_backend("cpu") == "cpu:gloo"
     with pytest.raises(ValueError, match="xpu"):
         process_group_backend("xpu")
+
+
+def test_close_distributed_leaves_the_group_and_is_a_no_op_without_one(tmp_path: Path) -> None:
+    import torch.distributed as tdist
+
+    from agentrl.trainer.distributed import close_distributed
+
+    close_distributed()  # no group: nothing to do, nothing raised
+    store = tdist.FileStore(str(tmp_path / "store"), 1)
+    tdist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        close_distributed()
+        assert not tdist.is_initialized()  # torn down now, not in interpreter finalisation (pytorch#190489)
+    finally:
+        if tdist.is_initialized():
+            tdist.destroy_process_group()
