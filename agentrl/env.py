@@ -7,13 +7,13 @@ are deterministic given (seed, options, actions) can be restored mid-episode by 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, ClassVar, SupportsFloat, TypedDict
 
 import gymnasium as gym
 from pydantic import BaseModel
 
-from agentrl.errors import RolloutError
+from agentrl.errors import ConfigError, RolloutError, did_you_mean
 from agentrl.messages import Message, assistant, system, tool, user
 from agentrl.spaces import MessageList, UnicodeText
 from agentrl.tools import as_tool
@@ -124,6 +124,21 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
     def step(self, action: str) -> StepResult:
         """Apply the assistant's text; returns (new messages, reward, terminated, truncated, info)."""
         raise NotImplementedError(f"{type(self).__name__} must implement step(action: str)")
+
+    def choose_task_id(self, options: dict[str, Any] | None, known: Collection[str], where: str) -> str:
+        """The task ``reset`` starts: ``options['task_id']``, else one of ``known`` drawn with ``np_random``.
+
+        Call it after ``super().reset(seed=seed)``, so a seed picks the same task every time; ``where`` names
+        the task set in the ``ConfigError`` an unknown id raises (with the closest known id).
+        """
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            if not known:
+                raise ConfigError(f"{where} has no tasks to draw from: check the env's task configuration")
+            return list(known)[int(self.np_random.integers(len(known)))]
+        if task_id not in known:
+            raise ConfigError(f"task {task_id!r} is not in {where}.{did_you_mean(str(task_id), known)}")
+        return str(task_id)
 
     def task_ids(self) -> list[str]:
         """Ids of this env's tasks for the configured split; [] when tasks are seeds only."""

@@ -59,7 +59,13 @@ class MagicWord(MultiTurnEnv):
     ) -> tuple[list[Message], dict[str, Any]]:
         super().reset(seed=seed)
         self.turn = 0
-        self.task_id = str((options or {}).get("task_id", f"seed-{seed}"))
+        # Without a task id the episode is named by its seed; a given id must be one of the split's.
+        has_id = (options or {}).get("task_id") is not None
+        self.task_id = (
+            self.choose_task_id(options, self.task_ids(), f"MagicWord split {self.config.split!r}")
+            if has_id
+            else f"seed-{seed}"
+        )
         prompt = f"Task {self.task_id}: say the magic word."
         return [user(prompt)], {"task_id": self.task_id}
 

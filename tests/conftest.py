@@ -4,10 +4,16 @@ that under CI=true a Docker test may not skip (a missing engine or image fails t
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# pytest's importlib mode puts no test folder on sys.path: the helpers shared across folders (job_harness) live here
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
 
 
 @pytest.fixture(scope="session")

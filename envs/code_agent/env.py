@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
-from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError, did_you_mean
+from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError
 from envs.code_agent.config import CodeAgentConfig
 from envs.code_agent.feedback import draft_report, instructions, output_block
 from envs.code_agent.verdicts import Verdicts, run_tests
@@ -78,14 +78,8 @@ class CodeAgentEnv(MultiTurnEnv):
     ) -> tuple[list[Message], dict[str, Any]]:
         """Start ``options['task_id']`` (else a task drawn with ``seed``) in a fresh sandbox session."""
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = self._tasks[int(self.np_random.integers(len(self._tasks)))].task_id
-        if task_id not in self._by_id:
-            raise ConfigError(
-                f"task {task_id!r} is not in split {self.config.split!r} of the generated tasks (seed "
-                f"{self.config.tasks.seed}).{did_you_mean(task_id, self._by_id)}"
-            )
+        where = f"split {self.config.split!r} of the generated tasks (seed {self.config.tasks.seed})"
+        task_id = self.choose_task_id(options, self._by_id, where)
         self.task = self._by_id[task_id]
         self._clear()
         if self._sandbox is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
-from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError, did_you_mean
+from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError
 from envs.code_exec.actions import CodeAction, parse_action
 from envs.code_exec.config import CodeExecConfig
 from envs.code_exec.grading import Grader, GraderConfig
@@ -100,14 +100,7 @@ class CodeExecEnv(MultiTurnEnv):
     ) -> tuple[list[Message], dict[str, Any]]:
         """Start ``options['task_id']`` (else a task drawn with ``seed``) in a fresh sandbox session."""
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = self._tasks[int(self.np_random.integers(len(self._tasks)))].task_id
-        if task_id not in self._by_id:
-            raise ConfigError(
-                f"task {task_id!r} is not in {self.config.tasks!r} split "
-                f"{self.config.split!r}.{did_you_mean(task_id, self._by_id)}"
-            )
+        task_id = self.choose_task_id(options, self._by_id, f"{self.config.tasks!r} split {self.config.split!r}")
         self.task, self.cells, self.outputs, self.turn = self._by_id[task_id], [], [], 0
         if self._sandbox is not None:
             self._sandbox.reset()

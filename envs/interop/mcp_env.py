@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, system, user
-from agentrl.errors import ConfigError, PreflightError, did_you_mean
+from agentrl.errors import ConfigError, PreflightError
 from agentrl.mcp_tools import McpError, McpToolsConfig, McpToolSource
 from agentrl.toolcall import has_tool_call
 from envs.tool_use.env import parse_answer, score_answer
@@ -108,11 +108,7 @@ class McpToolsEnv(MultiTurnEnv):
     ) -> tuple[list[Message], dict[str, Any]]:
         """Start ``options['task_id']`` (else one drawn with ``seed``); reopens a dead MCP session."""
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = list(self._tasks)[int(self.np_random.integers(len(self._tasks)))]
-        if task_id not in self._tasks:
-            raise ConfigError(f"unknown McpTools task {task_id!r}.{did_you_mean(task_id, self._tasks)}")
+        task_id = self.choose_task_id(options, self._tasks, "the McpTools-v0 task set")
         self.task, self.turn = self._tasks[task_id], 0
         if self.config.fresh_session:
             self.tools_source.close()

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, system, user
-from agentrl.errors import ConfigError, did_you_mean
+from agentrl.errors import ConfigError
 
 INSTALL_HINT = "pip install 'agentrl[verifiers]'"
 
@@ -113,11 +113,7 @@ class VerifiersEnv(MultiTurnEnv):
     ) -> tuple[list[Message], dict[str, Any]]:
         """Open the chat of task ``options['task_id']`` (else one drawn with ``seed``): system prompt + prompt."""
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = list(self._tasks)[int(self.np_random.integers(len(self._tasks)))]
-        if task_id not in self._tasks:
-            raise ConfigError(f"unknown verifiers task {task_id!r}.{did_you_mean(task_id, self._tasks)}")
+        task_id = self.choose_task_id(options, self._tasks, "the verifiers taskset")
         self.task = self._tasks[task_id]
         data = self.task.data
         prompt = data.prompt if data.prompt is not None else ""

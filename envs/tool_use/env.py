@@ -13,7 +13,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, system, user
-from agentrl.errors import ConfigError
 from agentrl.toolcall import has_tool_call
 from agentrl.tools import execute_tool_calls
 from envs.tool_use.questions import make_question, question_ids
@@ -77,6 +76,7 @@ class ToolUseEnv(MultiTurnEnv):
         self.config = ToolUseConfig(**kwargs)
         self.max_turns = self.config.max_turns
         self._ids = question_ids(self.config.split, self.config.per_kind, self.config.heldout_per_kind)
+        self._known = dict.fromkeys(self._ids)  # ordered like the ids (same seeded draws), O(1) membership
         self.question = make_question(self._ids[0])
         self.turn = 0
 
@@ -89,13 +89,7 @@ class ToolUseEnv(MultiTurnEnv):
     ) -> tuple[list[Message], dict[str, Any]]:
         """Start the question ``options['task_id']`` (else one drawn with ``seed``)."""
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = self._ids[int(self.np_random.integers(len(self._ids)))]
-        elif task_id.split("/", 1)[0] not in ("calc", "convert", "lookup", "multi"):
-            raise ConfigError(
-                f"unknown ToolUse task id {task_id!r}; ids look like 'calc/007' (kinds calc, convert, lookup, multi)"
-            )
+        task_id = self.choose_task_id(options, self._known, f"ToolUse split {self.config.split!r}")
         self.question = make_question(task_id)
         self.turn = 0
         return [system(INSTRUCTIONS), user(self.question.text)], {"task_id": task_id, "kind": self.question.kind}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import gymnasium as gym
 import pytest
@@ -10,6 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401 - registers the bundled environments
 from agentrl.env import MultiTurnEnv
+from agentrl.errors import ConfigError
 
 ENV_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("agentrl/"))
 # Keep sandboxed envs on the process backend here: the contract is about the env, not Docker.
@@ -54,5 +56,8 @@ def test_env_passes_check_env_and_the_multiturn_contract(env_id: str) -> None:
         json.dumps(step_info)
         for schema in base.tool_schemas():
             assert schema["type"] == "function" and schema["function"]["name"]
+        if task_ids:  # an unknown id is a ConfigError naming the closest known one, not a KeyError mid-rollout
+            with pytest.raises(ConfigError, match=f"Did you mean '{re.escape(task_ids[0])}'"):
+                env.reset(seed=5, options={"task_id": task_ids[0] + "x"})
     finally:
         env.close()

@@ -13,14 +13,13 @@ import gzip
 import json
 import os
 import re
-import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from job_harness import sigkill, start_rollout, stored_partials, wait_while_alive
 
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.trajectory import Episode
@@ -28,7 +27,7 @@ from agentrl.trajectory import Episode
 pytest.importorskip("openai", reason="needs the openai client: pip install 'agentrl[gateway]'")
 
 HERE = Path(__file__).resolve().parent
-KILL_TASKS = [{"task_id": f"t{i}", "n": i, "calls": 3, "max_tokens": 48, "think_s": 0.3} for i in range(12)]
+KILL_TASKS = [{"task_id": f"t{i}", "n": i, "calls": 3, "max_tokens": 48, "think_s": 0.3} for i in range(6)]
 
 
 def _config(tmp_path: Path, model_dir: Path, env_kwargs: dict, rollout: dict, name: str) -> Path:
@@ -69,36 +68,12 @@ def test_train_two_steps_through_the_gateway(tiny_model_dir: Path, tmp_path: Pat
     assert len({e.final_reward for e in archived}) > 1
 
 
-def _job(config: Path, out: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "agentrl.cli.main", "rollout", str(config), "--out", str(out), *extra]
-    return subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=dict(os.environ))
-
-
-def _stored_partials(db: Path) -> list[Episode]:
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as conn:
-            rows = conn.execute("SELECT data FROM episodes WHERE status = 'partial'").fetchall()
-    except sqlite3.OperationalError:
-        return []
-    return [Episode.model_validate_json(row[0]) for row in rows]
-
-
-def _answered_partial(db: Path) -> bool:
-    return any(any(t.reward is not None for t in e.turns) for e in _stored_partials(db))
-
-
 def _kill_mid_step(proc: subprocess.Popen[bytes], db: Path, log: Path) -> None:
     """SIGKILL as soon as a boundary stored a partial episode that already answered a turn: the job is then
     inside the next step (ready groups are handed at once, in-flight agents and generations move on)."""
-    deadline = time.monotonic() + 300
-    while not _answered_partial(db):
-        assert proc.poll() is None, f"the job ended before storing a partial episode:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, "no partial episode with an answered turn stored within 300 s"
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=30) == -signal.SIGKILL
+    answered = lambda: any(any(t.reward is not None for t in e.turns) for e in stored_partials(db))  # noqa: E731
+    wait_while_alive(answered, proc, log, "storing a partial episode with an answered turn", timeout_s=300)
+    sigkill(proc)
 
 
 def _alive(pid: int) -> bool:
@@ -123,7 +98,7 @@ def test_sigkill_then_resume_through_the_gateway(tiny_model_dir: Path, tmp_path:
     env = {"agent": agent, "tasks": KILL_TASKS, "replayable": replayable, "max_turns": 3}
     config = _config(tmp_path, tiny_model_dir, env, {"over_sample": 2.0}, "killed")
     out, log, run_dir = tmp_path / "out.jsonl", tmp_path / "log", tmp_path / "runs" / "killed"
-    _kill_mid_step(_job(config, out, log), run_dir / "rollout_buffer.sqlite", log)
+    _kill_mid_step(start_rollout(config, out, log), run_dir / "rollout_buffer.sqlite", log)
     killed_agents = [int(p.name) for p in pids.iterdir()]
     deadline = time.monotonic() + 10
     while any(_alive(pid) for pid in killed_agents) and time.monotonic() < deadline:
@@ -132,7 +107,7 @@ def test_sigkill_then_resume_through_the_gateway(tiny_model_dir: Path, tmp_path:
     buffer = RolloutBuffer(run_dir / "rollout_buffer.sqlite")
     stored = [e for g in buffer.load_groups() for e in g.episodes]
     buffer.close()
-    resumed = _job(config, out, log, "--resume", str(run_dir))
+    resumed = start_rollout(config, out, log, "--resume", str(run_dir))
     assert resumed.wait(timeout=600) == 0, log.read_text()[-3000:]
 
     episodes = [Episode.model_validate_json(line) for line in out.read_text().splitlines() if line.strip()]

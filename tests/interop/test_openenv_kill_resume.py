@@ -9,13 +9,8 @@ job's ``restarted`` log) and their tasks still appear exactly once. Nothing is l
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,9 +20,10 @@ from agentrl.trajectory import Episode
 
 pytest.importorskip("websockets", reason="needs websockets: pip install 'agentrl[openenv]'")
 
+from job_harness import sigkill, start_rollout, stored_partials, wait_while_alive
 from openenv_server import openenv_server
 
-TASKS = [f"{k}-{high}" for k in range(1, 5) for high in (9, 99)]
+TASKS = [f"{k}-{high}" for k in range(1, 4) for high in (9, 99)]
 
 
 def _config(tmp_path: Path, model_dir: Path, url: str, replayable: bool) -> Path:
@@ -57,35 +53,13 @@ def _config(tmp_path: Path, model_dir: Path, url: str, replayable: bool) -> Path
     return path
 
 
-def _job(config: Path, out: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "agentrl.cli.main", "rollout", str(config), "--out", str(out), *extra]
-    return subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=dict(os.environ))
-
-
-def _stored_partials(db: Path) -> list[Episode]:
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as conn:
-            rows = conn.execute("SELECT data FROM episodes WHERE status = 'partial'").fetchall()
-    except sqlite3.OperationalError:
-        return []
-    return [Episode.model_validate_json(row[0]) for row in rows]
-
-
 def _kill_mid_step(proc: subprocess.Popen[bytes], db: Path, markers: Path, log: Path) -> None:
     """SIGKILL once a partial that already stepped the env is stored and the server stepped twice more."""
-    deadline = time.monotonic() + 240
-    while not any(any(t.reward is not None for t in e.turns) for e in _stored_partials(db)):
-        assert proc.poll() is None, f"the job ended before storing a partial episode:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, "no stepped partial episode stored within 240 s"
-        time.sleep(0.05)
+    stepped = lambda: any(any(t.reward is not None for t in e.turns) for e in stored_partials(db))  # noqa: E731
+    wait_while_alive(stepped, proc, log, "storing a stepped partial episode")
     seen = len(list(markers.iterdir()))
-    while len(list(markers.iterdir())) < seen + 2:
-        assert proc.poll() is None, f"the job ended before the kill:\n{log.read_text()[-3000:]}"
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=30) == -signal.SIGKILL
+    wait_while_alive(lambda: len(list(markers.iterdir())) >= seen + 2, proc, log, "the kill")
+    sigkill(proc)
 
 
 @pytest.mark.slow
@@ -96,11 +70,11 @@ def test_sigkill_then_resume_on_openenv(tiny_model_dir: Path, tmp_path: Path, re
     with openenv_server("guess_app", markers=markers) as url:
         config, out, log = _config(tmp_path, tiny_model_dir, url, replayable), tmp_path / "out.jsonl", tmp_path / "log"
         run_dir = tmp_path / "runs" / "killed"
-        _kill_mid_step(_job(config, out, log), run_dir / "rollout_buffer.sqlite", markers, log)
+        _kill_mid_step(start_rollout(config, out, log), run_dir / "rollout_buffer.sqlite", markers, log)
         buffer = RolloutBuffer(run_dir / "rollout_buffer.sqlite")
         stored = [e for g in buffer.load_groups() for e in g.episodes]
         buffer.close()
-        resumed = _job(config, out, log, "--resume", str(run_dir))
+        resumed = start_rollout(config, out, log, "--resume", str(run_dir))
         assert resumed.wait(timeout=600) == 0, log.read_text()[-3000:]
 
     episodes = [Episode.model_validate_json(line) for line in out.read_text().splitlines() if line.strip()]

@@ -8,15 +8,11 @@ the kill, and every dataset prompt is completed exactly once in the output file.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from job_harness import sigkill, start_rollout, stored_partials, wait_while_alive
 
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.trajectory import Episode
@@ -58,38 +54,17 @@ def _config(tmp_path: Path, model_dir: Path) -> Path:
     return path
 
 
-def _job(config: Path, out: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "agentrl.cli.main", "rollout", str(config), "--out", str(out), *extra]
-    return subprocess.Popen(cmd, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
-
-
-def _partials_stored(db: Path) -> int:
+def _mid_turn_partials(db: Path) -> int:
     """Stored partial episodes cut in the middle of an assistant turn (tokens sampled, env not stepped)."""
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as conn:
-            rows = conn.execute("SELECT data FROM episodes WHERE status = 'partial'").fetchall()
-    except sqlite3.OperationalError:  # tables not created yet
-        return 0
-    episodes = [Episode.model_validate_json(row[0]) for row in rows]
-    return sum(1 for e in episodes if e.turns and e.turns[-1].reward is None and e.turns[-1].num_tokens > 0)
+    return sum(1 for e in stored_partials(db) if e.turns and e.turns[-1].reward is None and e.turns[-1].num_tokens > 0)
 
 
 def _kill_mid_step(proc: subprocess.Popen[bytes], db: Path, markers: Path, log: Path) -> None:
     """SIGKILL once a mid-turn partial episode is stored and the next step has stepped the env twice more."""
-    deadline = time.monotonic() + 180
-    while _partials_stored(db) == 0:
-        assert proc.poll() is None, f"the job ended before storing a partial episode:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, "no partial episode stored within 180 s"
-        time.sleep(0.02)
+    wait_while_alive(lambda: _mid_turn_partials(db) > 0, proc, log, "storing a partial episode", timeout_s=180)
     seen = len(list(markers.iterdir()))
-    while len(list(markers.iterdir())) < seen + 2:
-        assert proc.poll() is None, f"the job ended before the kill:\n{log.read_text()[-3000:]}"
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=30) == -signal.SIGKILL
+    wait_while_alive(lambda: len(list(markers.iterdir())) >= seen + 2, proc, log, "the kill")
+    sigkill(proc)
 
 
 def _episodes(out: Path) -> list[Episode]:
@@ -101,7 +76,7 @@ def test_sigkill_mid_step_then_resume_loses_nothing(tiny_model_dir: Path, tmp_pa
     config, out, log = _config(tmp_path, tiny_model_dir), tmp_path / "episodes.jsonl", tmp_path / "job.log"
     run_dir = tmp_path / "runs" / "killed"
     db = run_dir / "rollout_buffer.sqlite"
-    _kill_mid_step(_job(config, out, log), db, tmp_path / "markers", log)
+    _kill_mid_step(start_rollout(config, out, log, path=[HERE]), db, tmp_path / "markers", log)
 
     buffer = RolloutBuffer(db)  # what the killed job had stored (its last committed boundary)
     stored = [e for g in buffer.load_groups() for e in g.episodes]
@@ -109,7 +84,7 @@ def test_sigkill_mid_step_then_resume_loses_nothing(tiny_model_dir: Path, tmp_pa
     partial = [e for e in stored if e.status == "partial"]
     assert partial and any(e.segment.num_sampled for e in partial)
 
-    resumed = _job(config, out, log, "--resume", str(run_dir))
+    resumed = start_rollout(config, out, log, "--resume", str(run_dir), path=[HERE])
     assert resumed.wait(timeout=300) == 0, log.read_text()[-3000:]
     assert "resumed" in log.read_text()
 

@@ -12,13 +12,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from job_harness import sigkill, stored_partials, wait_while_alive
 
 from agentrl.trajectory import Episode
 
@@ -80,14 +80,6 @@ def assert_nothing_lost_or_doubled(run_dir: Path) -> None:
     assert (run_dir / "eval-after-test_instances.json").exists()
 
 
-def wait_for(condition: Any, proc: subprocess.Popen[bytes], log: Path, what: str, timeout_s: float = 240) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert proc.poll() is None, f"the job ended before {what}:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"not {what} within {timeout_s} s:\n{log.read_text()[-3000:]}"
-        time.sleep(0.02)
-
-
 @pytest.mark.slow
 def test_sigint_ends_at_a_step_boundary_with_a_checkpoint_then_resume(tiny_model_dir: Path, tmp_path: Path) -> None:
     from agentrl.config.loader import load_config
@@ -96,7 +88,7 @@ def test_sigint_ends_at_a_step_boundary_with_a_checkpoint_then_resume(tiny_model
     config, log = quickstart_like(tmp_path, tiny_model_dir, "process", save_every=100), tmp_path / "job.log"
     run_dir = tmp_path / "runs" / "run"
     proc = start_train(config, log)
-    wait_for(lambda: len(step_records(run_dir)) >= 2, proc, log, "step 2 was logged")
+    wait_while_alive(lambda: len(step_records(run_dir)) >= 2, proc, log, "step 2 was logged")
     logged = len(step_records(run_dir))
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=180) == 130, log.read_text()[-3000:]
@@ -117,12 +109,9 @@ def checkpoint_partials(run_dir: Path) -> list[Episode]:
     """Partial episodes in the rollout buffer of the latest checkpoint (what a resume restores); [] when none yet."""
     try:
         name = (run_dir / "checkpoints" / "latest").read_text().strip()
-        db = run_dir / "checkpoints" / name / "rollout_buffer.sqlite"
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as conn:
-            rows = conn.execute("SELECT data FROM episodes WHERE status = 'partial'").fetchall()
+        return stored_partials(run_dir / "checkpoints" / name / "rollout_buffer.sqlite")
     except (OSError, sqlite3.Error):  # no checkpoint yet, or the one named was just pruned
         return []
-    return [Episode.model_validate_json(row[0]) for row in rows]
 
 
 def containers_of(owner: str) -> list[Any]:
@@ -151,16 +140,17 @@ def test_sigkill_then_resume_loses_nothing_and_reaps_the_killed_jobs_containers(
     killed = start_train(config, log)
     killed_owner = owner_tag(killed.pid)
     # Kill mid-run once a checkpoint holds partial episodes (a resume must continue them).
-    wait_for(lambda: checkpoint_partials(run_dir) and containers_of(killed_owner), killed, log, "partials checkpointed")
-    killed.send_signal(signal.SIGKILL)
-    assert killed.wait(timeout=30) == -signal.SIGKILL
+    wait_while_alive(
+        lambda: checkpoint_partials(run_dir) and containers_of(killed_owner), killed, log, "partials checkpointed"
+    )
+    sigkill(killed)
     partials = checkpoint_partials(run_dir)
     assert partials and step_records(run_dir)[-1] < STEPS
     assert containers_of(killed_owner), "the kill should have left the job's sandbox containers behind"
 
     resumed = start_train(config, log, "--resume", str(run_dir))
     resumed_owner = owner_tag(resumed.pid)
-    wait_for(lambda: containers_of(resumed_owner), resumed, log, "the resumed job started a sandbox")
+    wait_while_alive(lambda: containers_of(resumed_owner), resumed, log, "the resumed job started a sandbox")
     assert containers_of(killed_owner) == []  # reaped by the next start, not at some later point
     assert resumed.wait(timeout=300) == 0, log.read_text()[-3000:]
     assert containers_of(resumed_owner) == []  # a job that ends normally removes its own

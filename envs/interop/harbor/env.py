@@ -19,7 +19,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, system, tool, user
-from agentrl.errors import ConfigError, did_you_mean
 from agentrl.toolcall import parse_tool_calls
 from envs.interop.harbor.image import ensure_image, image_workdir, workdir_files
 from envs.interop.harbor.tasks import BUNDLED, HarborTask, load_harbor_tasks
@@ -137,11 +136,7 @@ class HarborEnv(MultiTurnEnv):
     ) -> tuple[list[Message], dict[str, Any]]:
         """Start task ``options['task_id']`` (else one drawn with ``seed``) in a fresh container state."""
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = list(self._tasks)[int(self.np_random.integers(len(self._tasks)))]
-        if task_id not in self._tasks:
-            raise ConfigError(f"unknown Harbor task {task_id!r}.{did_you_mean(task_id, self._tasks)}")
+        task_id = self.choose_task_id(options, self._tasks, f"the Harbor tasks of {self.config.tasks}")
         self.task, self.turn = self._tasks[task_id], 0
         self._open(self.task)
         workdir = self._sandbox.config.workdir
