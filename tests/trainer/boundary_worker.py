@@ -13,10 +13,10 @@ import time
 
 def main(out: str) -> None:
     """Five steps with a boundary decision each; the loop ends on a stop, as the training loop does."""
-    from agentrl.config.sections import TrainerConfig
-    from agentrl.trainer.boundary import StepBoundaries
     import torch.distributed as tdist
 
+    from agentrl.config.sections import TrainerConfig
+    from agentrl.trainer.boundary import StepBoundaries
     from agentrl.trainer.distributed import close_distributed, init_distributed
     from agentrl.trainer.interrupt import StopSignals
 
