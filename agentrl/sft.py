@@ -1,0 +1,151 @@
+"""Supervised warm-up on whole chats, tokenized exactly as a rollout records them.
+
+A small model that cannot follow an environment's protocol at all (write a code block, read the feedback,
+fix it) gets no reward signal for RL to work with. A few supervised passes over scripted chats teach the
+format first. Each chat goes through a ``TokenLedger`` (the rollout's own token record): the assistant
+turns are the trained tokens (loss mask 1), everything else is template and env text (mask 0), so the warm-up
+trains the very token sequences RL will later sample and score, with no second tokenization to drift.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrl.chat import ChatAssembler
+from agentrl.errors import ConfigError
+from agentrl.ledger import TokenLedger
+from agentrl.messages import Message
+from agentrl.trainer.logprobs import PolicyLogprobs
+from agentrl.trajectory import Episode, TokenSegment
+
+
+class SftConfig(BaseModel):
+    """Settings of a supervised warm-up (``run_sft``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    epochs: int = Field(2, ge=1, description="Passes over the chats.")
+    lr: float = Field(2e-5, gt=0, description="AdamW learning rate (constant).")
+    batch_tokens: int = Field(4096, ge=64, description="Tokens per optimizer step (whole chats, packed greedily).")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    seed: int = Field(0, description="Shuffling seed.")
+
+
+class SftReport(BaseModel):
+    """What a warm-up did: sizes, per-step losses (mean token NLL) and time."""
+
+    chats: int
+    trained_tokens: int
+    total_tokens: int
+    steps: int
+    loss_per_step: list[float]
+    seconds: float
+
+
+def end_of_turn_id(assembler: ChatAssembler) -> int | None:
+    """The stop token the template writes right after an assistant message (e.g. ``<|im_end|>``), if any."""
+    probe = "a reply"
+    text = assembler.render(
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": probe}], add_generation_prompt=False
+    )
+    after = text[text.rindex(probe) + len(probe) :]
+    for token in assembler.stop_token_ids:
+        if after.startswith(assembler.decode([token])):
+            return token
+    return None
+
+
+def chat_tokens(assembler: ChatAssembler, chat: Sequence[Message]) -> TokenSegment:
+    """The token row of ``chat`` as a rollout records it: assistant turns trained, the rest context.
+
+    The chat must open with non-assistant messages and contain at least one assistant message.
+    """
+    messages = [dict(m) for m in chat]
+    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
+    if first is None or first == 0:
+        raise ConfigError("an SFT chat needs opening messages and then at least one assistant message")
+    ledger = TokenLedger(Episode(episode_id="sft", task_id="sft", group_id="sft"), assembler)
+    ledger.start(messages[:first])
+    stop = end_of_turn_id(assembler)
+    turn, pending = 0, []
+    for message in messages[first:]:
+        if message["role"] != "assistant":
+            pending.append(message)
+            continue
+        if pending:
+            ledger.append_env(pending)
+            pending = []
+        ids = assembler.encode(message["content"]) + ([stop] if stop is not None else [])
+        ledger.append_sampled(ids, [0.0] * len(ids), [0] * len(ids), turn)
+        ledger.end_turn(ledger.decode_turn(ids))
+        turn += 1
+    return ledger.segment
+
+
+def _batches(rows: list[TokenSegment], batch_tokens: int, rng: random.Random) -> list[list[TokenSegment]]:
+    order = rows[:]
+    rng.shuffle(order)
+    batches: list[list[TokenSegment]] = [[]]
+    for row in order:
+        size = len(row.prompt_ids) + len(row.completion_ids)
+        if batches[-1] and sum(len(r.prompt_ids) + len(r.completion_ids) for r in batches[-1]) + size > batch_tokens:
+            batches.append([])
+        batches[-1].append(row)
+    return batches
+
+
+def _batch_loss(policy: PolicyLogprobs, rows: list[TokenSegment], pad_id: int) -> tuple[torch.Tensor, int]:
+    """Sum of the NLL of the trained tokens of ``rows`` (right-padded into one batch), and their count."""
+    width = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    select = torch.zeros((len(rows), width - 1), dtype=torch.bool)
+    for b, row in enumerate(rows):
+        ids = row.prompt_ids + row.completion_ids
+        input_ids[b, : len(ids)] = torch.tensor(ids)
+        start = len(row.prompt_ids) - 1  # position t predicts token t+1
+        select[b, start : start + len(row.completion_ids)] = torch.tensor(row.loss_mask, dtype=torch.bool)
+    logps = policy(input_ids, select, temperature=1.0).logp_bt
+    return -(logps * select).sum(), int(select.sum())
+
+
+def run_sft(lm: Any, assembler: ChatAssembler, chats: Sequence[Sequence[Message]], cfg: SftConfig) -> SftReport:
+    """Train ``lm`` in place on the assistant turns of ``chats``; returns per-step mean token NLL."""
+    if not chats:
+        raise ConfigError("no chats to train on: the warm-up needs at least one scripted chat")
+    rows = [chat_tokens(assembler, chat) for chat in chats]
+    pad_id = assembler.tokenizer.pad_token_id
+    pad_id = int(pad_id if pad_id is not None else assembler.stop_token_ids[0])
+    policy = PolicyLogprobs(lm)
+    optimizer = torch.optim.AdamW(lm.parameters(), lr=cfg.lr, weight_decay=0.0)
+    rng = random.Random(cfg.seed)
+    losses: list[float] = []
+    began = time.perf_counter()
+    lm.train()
+    for _ in range(cfg.epochs):
+        for batch in _batches(rows, cfg.batch_tokens, rng):
+            nll, count = _batch_loss(policy, batch, pad_id)
+            loss = nll / max(count, 1)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(lm.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise FloatingPointError(f"SFT loss became {value} at step {len(losses) + 1}: lower sft lr")
+            losses.append(value)
+    lm.eval()
+    return SftReport(
+        chats=len(rows),
+        trained_tokens=sum(sum(r.loss_mask) for r in rows),
+        total_tokens=sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows),
+        steps=len(losses),
+        loss_per_step=losses,
+        seconds=time.perf_counter() - began,
+    )

@@ -1,0 +1,86 @@
+"""Supervised fail-then-fix warm-up for CodeAgent-v0: scripted chats from the env itself, then ``agentrl.sft``.
+
+Each chat is a training-split task played in a real sandbox: a plausible wrong draft of the task's family,
+the env's real feedback on it (the failing visible example), then the reference solution, which the env
+grades as a success (``envs/code_agent/traces.py``). Held-out kinds and instances are never used. The warmed
+model is written as a model directory a run config can point ``model.path`` at.
+
+    python scripts/warmup_code_agent.py --model models/smollm2-135m-instruct --out models/smollm2-warm --tasks 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The warm-up's command line."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, default=ROOT / "models" / "smollm2-135m-instruct")
+    parser.add_argument("--out", type=Path, required=True, help="Where the warmed model directory goes.")
+    parser.add_argument("--tasks", type=int, default=120, help="Training-split tasks to script (at most).")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sandbox", default="auto", help="Sandbox kind the chats are played in (auto/docker/process).")
+    return parser.parse_args(argv)
+
+
+def scripted_chats(task_count: int, seed: int, sandbox: str) -> tuple[list[list[dict]], int, list[dict]]:
+    """Fail-then-fix chats of up to ``task_count`` training tasks (seeded choice), how many tasks were tried, and
+    the env's tool schemas (the rollout renders them into the prompt, so the warm-up does too)."""
+    from envs.code_agent.env import CodeAgentEnv
+    from envs.code_agent.traces import fail_then_fix
+
+    env = CodeAgentEnv(split="train", sandbox={"kind": sandbox})
+    try:
+        task_ids = env.task_ids()
+        random.Random(seed).shuffle(task_ids)
+        chosen = task_ids[:task_count]
+        chats = [chat for chat in (fail_then_fix(env, task_id) for task_id in chosen) if chat is not None]
+        schemas = env.tool_schemas()
+    finally:
+        env.close()
+    return chats, len(chosen), schemas
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Script the chats, train, save the model and ``warmup.json`` beside it; returns the report."""
+    args = parse_args(argv)
+    import torch
+
+    from agentrl.chat import ChatAssembler
+    from agentrl.models.loading import load_model, load_tokenizer
+    from agentrl.sft import SftConfig, run_sft
+
+    torch.manual_seed(args.seed)
+    chats, tried, schemas = scripted_chats(args.tasks, args.seed, args.sandbox)
+    print(f"[warmup] {len(chats)} fail-then-fix chats from {tried} training tasks", flush=True)
+    tokenizer = load_tokenizer(args.model)
+    lm = load_model(args.model, dtype=torch.float32)
+    cfg = SftConfig(epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens, seed=args.seed)
+    report = run_sft(lm, ChatAssembler(tokenizer, tools=schemas or None), chats, cfg)
+    args.out.mkdir(parents=True, exist_ok=True)
+    lm.save_pretrained(args.out)
+    tokenizer.save_pretrained(args.out)
+    result = {"base_model": str(args.model), "tasks_tried": tried, **cfg.model_dump(), **report.model_dump()}
+    (args.out / "warmup.json").write_text(json.dumps(result, indent=1))
+    first, last = report.loss_per_step[0], report.loss_per_step[-1]
+    print(
+        f"[warmup] {report.steps} steps over {report.trained_tokens} trained tokens ({report.total_tokens} in all): "
+        f"token NLL {first:.3f} -> {last:.3f} in {report.seconds:.0f} s; model in {args.out}",
+        flush=True,
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()

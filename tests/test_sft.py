@@ -1,0 +1,77 @@
+"""agentrl.sft: scripted chats tokenized as a rollout records them, and a warm-up that lowers their loss."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentrl.chat import ChatAssembler
+from agentrl.errors import ConfigError
+from agentrl.models.loading import load_model, load_tokenizer
+from agentrl.sft import SftConfig, _batch_loss, chat_tokens, run_sft
+
+ROOT = Path(__file__).resolve().parents[1]
+CHATS = [
+    [
+        {"role": "user", "content": f"Write add{i}(a, b)."},
+        {"role": "assistant", "content": f"```python\ndef add{i}(a, b):\n    return a - b\n```"},
+        {"role": "user", "content": f"add{i}(1, 2) returned -1, expected 3."},
+        {"role": "assistant", "content": f"```python\ndef add{i}(a, b):\n    return a + b\n```"},
+    ]
+    for i in range(3)
+]
+
+
+def test_chat_tokens_are_the_rendered_chat_with_only_assistant_turns_trained(tiny_model_dir: Path) -> None:
+    assembler = ChatAssembler(load_tokenizer(tiny_model_dir))
+    row = chat_tokens(assembler, CHATS[0])
+    text = assembler.decode(row.prompt_ids + row.completion_ids)
+    rendered = assembler.render(CHATS[0], add_generation_prompt=False)
+    # one tokenization, the template's; the row ends at the last end-of-turn token, as a sampled turn does
+    assert rendered.startswith(text) and rendered[len(text) :].strip() == ""
+    trained = [t for t, m in zip(row.completion_ids, row.loss_mask) if m]
+    replies = "".join(m["content"] + "<|im_end|>" for m in CHATS[0] if m["role"] == "assistant")
+    assert assembler.decode(trained) == replies  # the replies and their end-of-turn token, nothing else
+    assert sorted(set(row.turn_ids) - {-1}) == [0, 1]
+    with pytest.raises(ConfigError, match="at least one assistant message"):
+        chat_tokens(assembler, CHATS[0][:1])
+
+
+def test_warmup_lowers_the_loss_of_the_scripted_chats(tiny_model_dir: Path) -> None:
+    torch.manual_seed(0)
+    tokenizer, lm = load_tokenizer(tiny_model_dir), load_model(tiny_model_dir)
+    assembler = ChatAssembler(tokenizer)
+    rows = [chat_tokens(assembler, chat) for chat in CHATS]
+    from agentrl.trainer.logprobs import PolicyLogprobs
+
+    def mean_nll() -> float:
+        with torch.no_grad():
+            nll, count = _batch_loss(PolicyLogprobs(lm), rows, tokenizer.pad_token_id or 0)
+        return float(nll) / count
+
+    before = mean_nll()
+    report = run_sft(lm, assembler, CHATS, SftConfig(epochs=20, lr=1e-3, batch_tokens=256))
+    after = mean_nll()
+    assert report.chats == 3 and report.steps >= 20 and report.trained_tokens == sum(sum(r.loss_mask) for r in rows)
+    assert after < 0.5 * before, (before, after)
+    with pytest.raises(ConfigError, match="no chats"):
+        run_sft(lm, assembler, [], SftConfig())
+
+
+@pytest.mark.slow
+def test_code_agent_warmup_script_writes_a_loadable_model(tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "warm"
+    cmd = [sys.executable, str(ROOT / "scripts" / "warmup_code_agent.py"), "--model", str(tiny_model_dir)]
+    cmd += ["--out", str(out), "--tasks", "6", "--epochs", "1", "--sandbox", "process", "--lr", "1e-4"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / "warmup.json").read_text())
+    assert report["tasks_tried"] == 6 and 0 < report["chats"] <= 6 and report["trained_tokens"] > 0
+    assert len(report["loss_per_step"]) == report["steps"] >= 1
+    load_model(out)  # a model directory a run config can point model.path at
+    assert load_tokenizer(out).chat_template
