@@ -14,6 +14,7 @@ import argparse
 import json
 import random
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,12 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer = load_tokenizer(args.model)
     lm = load_model(args.model, dtype=torch.float32)
     cfg = SftConfig(epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens, seed=args.seed)
-    report = run_sft(lm, ChatAssembler(tokenizer, tools=schemas or None), chats, cfg)
+    began = time.perf_counter()
+
+    def progress(step: int, loss: float) -> None:
+        print(f"[warmup] step {step}: token NLL {loss:.3f} ({time.perf_counter() - began:.0f} s)", flush=True)
+
+    report = run_sft(lm, ChatAssembler(tokenizer, tools=schemas or None), chats, cfg, on_step=progress)
     args.out.mkdir(parents=True, exist_ok=True)
     lm.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)

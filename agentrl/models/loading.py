@@ -105,3 +105,16 @@ def load_model_and_tokenizer(model_cfg: ModelConfig) -> tuple[Any, Any]:
     tokenizer = load_tokenizer(model_cfg.path)
     model = load_model(model_cfg.path, device=device, dtype=resolve_dtype(model_cfg.dtype, device))
     return model, tokenizer
+
+
+def set_activation_checkpointing(lm: Any, enabled: bool) -> None:
+    """Recompute each layer's activations in the backward pass (or stop); the API of transformers 5 or 4."""
+    if enabled:
+        if hasattr(lm, "activation_checkpointing_enable"):  # the name transformers 5 uses
+            lm.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif hasattr(lm, "activation_checkpointing_disable"):
+        lm.activation_checkpointing_disable()
+    else:
+        lm.gradient_checkpointing_disable()

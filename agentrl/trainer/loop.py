@@ -22,6 +22,7 @@ import torch
 from agentrl.config.run import RunConfig
 from agentrl.errors import CheckpointError
 from agentrl.heap import trim_heap
+from agentrl.models.loading import set_activation_checkpointing
 from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 from agentrl.rundir import new_run_dir
 from agentrl.trainer.async_loop import run_async_loop, threads_for
@@ -90,10 +91,7 @@ def _load_policy(cfg: RunConfig, model_dir: Path | str, dist: DistInfo) -> tuple
 
     lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(_device(cfg))  # fp32 master weights
     if cfg.trainer.gradient_checkpointing:
-        if hasattr(lm, "activation_checkpointing_enable"):  # the name transformers 5 uses
-            lm.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        else:
-            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        set_activation_checkpointing(lm, True)
     lm.config.use_cache = False
     lm.train()
     policy = PolicyLogprobs(lm, cfg.trainer.logprob_chunk_tokens)
