@@ -87,6 +87,11 @@ def chat_tokens(assembler: ChatAssembler, chat: Sequence[Message]) -> TokenSegme
         if pending:
             ledger.append_env(pending)
             pending = []
+        elif turn > 0:
+            raise ConfigError(
+                f"SFT chat has two assistant messages in a row (turn {turn}): put the env's or user's reply between "
+                "them, or merge them into one message"
+            )
         ids = assembler.encode(message["content"]) + ([stop] if stop is not None else [])
         ledger.append_sampled(ids, [0.0] * len(ids), [0] * len(ids), turn)
         ledger.end_turn(ledger.decode_turn(ids))

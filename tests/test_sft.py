@@ -40,6 +40,8 @@ def test_chat_tokens_are_the_rendered_chat_with_only_assistant_turns_trained(tin
     assert sorted(set(row.turn_ids) - {-1}) == [0, 1]
     with pytest.raises(ConfigError, match="at least one assistant message"):
         chat_tokens(assembler, CHATS[0][:1])
+    with pytest.raises(ConfigError, match="two assistant messages in a row"):
+        chat_tokens(assembler, [CHATS[0][0], CHATS[0][1], CHATS[0][1]])
 
 
 def test_warmup_lowers_the_loss_of_the_scripted_chats(tiny_model_dir: Path) -> None:
