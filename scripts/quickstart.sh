@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The main job (README's first command): set up Python and Docker, convert SmolLM2-135M-Instruct once,
-# then train it with GSPO-token as a multi-turn coding agent in the sandbox (configs/quickstart.yaml). Idempotent.
+# The main job (README's first command): set up Python and Docker, convert SmolLM2-135M-Instruct once, give it
+# a short supervised fail-then-fix warm-up once (scripts/warmup_code_agent.py: the base model rarely uses the
+# env's feedback), then train it with GSPO-token as a multi-turn coding agent in the sandbox
+# (configs/quickstart.yaml). Idempotent: the converted and the warmed model are kept in models/.
 # Extra arguments go to `agentrl train` (e.g. trainer.steps=2, or --resume runs/quickstart-...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL_DIR=models/smollm2-135m-instruct
+WARM_DIR=models/smollm2-code-agent  # configs/quickstart.yaml's model.path
 # With the default (active) OpenMP wait policy, torch's two threads spin at every barrier; when anything
 # else needs a core (sandboxes, dockerd) a decode step here took 6x longer. Passive waiting avoids it.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
@@ -32,6 +35,13 @@ if [ ! -f "$MODEL_DIR/model.safetensors" ]; then
   .venv/bin/agentrl make-model smollm2 --out "$MODEL_DIR" --force
 fi
 phase "model"
+
+# warmup.json is written last and the directory renamed into place, so its presence means a finished warm-up
+if [ ! -f "$WARM_DIR/warmup.json" ]; then
+  echo "[quickstart] one-time supervised warm-up (60 fail-then-fix chats of training tasks) -> $WARM_DIR"
+  .venv/bin/python scripts/warmup_code_agent.py --model "$MODEL_DIR" --out "$WARM_DIR" --tasks 60 --epochs 2
+fi
+phase "warm-up"
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -5,7 +5,9 @@ the env's real feedback on it (the failing visible example), then the reference 
 grades as a success (``envs/code_agent/traces.py``). Held-out kinds and instances are never used. The warmed
 model is written as a model directory a run config can point ``model.path`` at.
 
-    python scripts/warmup_code_agent.py --model models/smollm2-135m-instruct --out models/smollm2-warm --tasks 120
+    python scripts/warmup_code_agent.py --model models/smollm2-135m-instruct --out models/smollm2-code-agent --tasks 60
+
+``scripts/quickstart.sh`` runs exactly that once (the main job's model, ``configs/quickstart.yaml``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -26,7 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=ROOT / "models" / "smollm2-135m-instruct")
     parser.add_argument("--out", type=Path, required=True, help="Where the warmed model directory goes.")
-    parser.add_argument("--tasks", type=int, default=120, help="Training-split tasks to script (at most).")
+    parser.add_argument("--tasks", type=int, default=60, help="Training-split tasks to script (at most).")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--batch-tokens", type=int, default=4096)
@@ -53,6 +57,22 @@ def scripted_chats(task_count: int, seed: int, sandbox: str) -> tuple[list[list[
     return chats, len(chosen), schemas
 
 
+def publish(out: Path, lm: Any, tokenizer: Any, result: dict) -> None:
+    """Write the model directory beside ``out`` and rename it into place, so ``out`` is either absent, the previous
+    model, or complete with its ``warmup.json`` (a warm-up killed while saving leaves no half-written model that
+    a config, or ``scripts/quickstart.sh``'s "already warmed" check, would take for a finished one)."""
+    staging = out.with_name(out.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    lm.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    (staging / "warmup.json").write_text(json.dumps(result, indent=1))
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Script the chats, train, save the model and ``warmup.json`` beside it; returns the report."""
     args = parse_args(argv)
@@ -74,11 +94,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"[warmup] step {step}: token NLL {loss:.3f} ({time.perf_counter() - began:.0f} s)", flush=True)
 
     report = run_sft(lm, ChatAssembler(tokenizer, tools=schemas or None), chats, cfg, on_step=progress)
-    args.out.mkdir(parents=True, exist_ok=True)
-    lm.save_pretrained(args.out)
-    tokenizer.save_pretrained(args.out)
     result = {"base_model": str(args.model), "tasks_tried": tried, **cfg.model_dump(), **report.model_dump()}
-    (args.out / "warmup.json").write_text(json.dumps(result, indent=1))
+    publish(args.out, lm, tokenizer, result)
     first, last = report.loss_per_step[0], report.loss_per_step[-1]
     print(
         f"[warmup] {report.steps} steps over {report.trained_tokens} trained tokens ({report.total_tokens} in all): "

@@ -77,3 +77,4 @@ def test_code_agent_warmup_script_writes_a_loadable_model(tiny_model_dir: Path, 
     assert len(report["loss_per_step"]) == report["steps"] >= 1
     load_model(out)  # a model directory a run config can point model.path at
     assert load_tokenizer(out).chat_template
+    assert not (tmp_path / "warm.partial").exists()  # staged beside and renamed into place

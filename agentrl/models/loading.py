@@ -14,7 +14,8 @@ from agentrl.errors import ModelLoadError, TemplateError
 
 MAKE_HINT = (
     "create one with `agentrl make-model tiny --out {path}` (or `agentrl make-model smollm2 --out {path}`), or "
-    "set model.path to a local Hugging Face model directory"
+    "set model.path to a local Hugging Face model directory (the bundled configs' models are made by "
+    "`bash scripts/quickstart.sh`)"
 )
 _WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
