@@ -343,7 +343,8 @@ class TrainerConfig(StrictModel):
         None,
         ge=1,
         description="torch intra-op threads of each busy side (the engine thread and the trainer thread take this "
-        "many each). None: every core in sync mode (only one side runs at a time), half the cores in async mode.",
+        "many each). None: every core in sync mode (only one side runs at a time), half the cores in async mode, and "
+        "every core for the rest of an async update once the engine has finished collecting.",
     )
     seed: int = Field(0, description="Seed of torch, python and numpy RNGs.")
     deterministic: bool = Field(

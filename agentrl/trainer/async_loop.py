@@ -14,6 +14,7 @@ carries step k+1's batch as handed and a ``--resume`` trains it first (see ``ste
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -61,17 +62,38 @@ def threads_for(mode: str, threads: int | None, available: int) -> int | None:
     return max(1, available // 2) if mode == "async" else None
 
 
-def _update(s: Any, rows: list[Any], step: int, threads: int) -> _Updated:
+def _update(s: Any, rows: list[Any], step: int, threads: int, engine_idle: threading.Event) -> _Updated:
+    """Step ``step``'s update on ``threads`` cores, widened to ``s.cores`` (when set) at the first micro-batch
+    that starts after ``engine_idle``: cores the finished collection no longer uses would otherwise sit idle
+    for the rest of the update (on 2 cores an update-bound job ran 1.29x slower in async without this)."""
     torch.set_num_threads(threads)  # this worker thread's share of the cores
+    widened = 0
+
+    def widen() -> None:
+        nonlocal widened
+        if s.cores is not None and engine_idle.is_set() and torch.get_num_threads() < s.cores:
+            torch.set_num_threads(s.cores)
+        widened += int(torch.get_num_threads() > threads)
+
+    s.updater.before_micro_batch = widen
     start = time.perf_counter()
-    metrics = s.updater.update(rows, audit=s.cfg.algorithm.audit_due(step), version=step - 1)
+    try:
+        metrics = s.updater.update(rows, audit=s.cfg.algorithm.audit_due(step), version=step - 1)
+    finally:
+        s.updater.before_micro_batch = None
+    metrics["async/widened_micro_batches"] = float(widened)
     return _Updated(metrics, (start, time.perf_counter()))
 
 
 async def _overlapped(s: Any, step: int, rows: list[Any], collect_next: bool) -> tuple[_Updated, _Collected | None]:
     """Update ``step`` in a thread while the event loop collects ``step + 1`` (when asked)."""
-    update = asyncio.ensure_future(asyncio.to_thread(_update, s, rows, step, torch.get_num_threads()))
+    engine_idle = threading.Event()
     collect = asyncio.ensure_future(_collect(s, step + 1, lead=1)) if collect_next else None
+    if collect is None:
+        engine_idle.set()  # nothing to collect (the last step): the update may take every core at once
+    else:
+        collect.add_done_callback(lambda _: engine_idle.set())
+    update = asyncio.ensure_future(asyncio.to_thread(_update, s, rows, step, torch.get_num_threads(), engine_idle))
     tasks = [t for t in (update, collect) if t is not None]
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     failed = [t for t in done if t.exception() is not None]

@@ -61,6 +61,7 @@ class Session:
     orchestrator: Any
     reporter: RunReporter
     start_step: int
+    cores: int | None = None  # threads an async update may widen to once the engine is idle (None: never)
 
 
 def make_run_dir(cfg: RunConfig, config_name: str, resume: str | Path | None) -> Path:
@@ -233,12 +234,15 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
     """Run (or resume) training; returns the run directory."""
     dist = init_distributed()
     validate_run_config(cfg, dist.world_size)
-    threads = threads_for(cfg.trainer.mode, cfg.trainer.threads, torch.get_num_threads())
+    cores = torch.get_num_threads()
+    threads = threads_for(cfg.trainer.mode, cfg.trainer.threads, cores)
     if threads is not None:  # before the engine starts its thread: new threads take the process setting
         torch.set_num_threads(threads)
     run_dir = make_run_dir(cfg, config_name, resume) if dist.is_main else None
     run_dir = Path(_broadcast(str(run_dir) if run_dir else None, dist))
     session = await build_session(cfg, run_dir, dist, resume is not None)
+    if cfg.trainer.threads is None:  # threads the user pinned stay pinned
+        session.cores = cores
     before: dict[str, float] = {}
     after: dict[str, float] = {}
     signals = StopSignals(resume_hint=f"Resume with: agentrl train CONFIG --resume {run_dir}")

@@ -86,6 +86,8 @@ class PolicyUpdater:
         self.off_policy = algo.off_policy
         self.metric_spec = self.loss.metric_spec(self.off_policy)
         self.version: int | None = None  # the policy version at the start of the current update
+        # called before each micro-batch's forward (async mode widens the update's threads there)
+        self.before_micro_batch: Callable[[], None] | None = None
         unsupplied = sorted(self.loss.inputs - {f.name for f in fields(MicroBatch)})
         if unsupplied:
             raise ConfigError(
@@ -155,6 +157,8 @@ class PolicyUpdater:
         self.optimizer.zero_grad(set_to_none=True)
         first_abs_log_s: list[torch.Tensor] = []
         for micro in self._micro_batches(trainable):
+            if self.before_micro_batch is not None:
+                self.before_micro_batch()
             loss, logp_bt = self._micro_loss(micro.to(self.device), n_local, totals)
             loss.backward()
             if first:

@@ -134,3 +134,41 @@ def test_thread_defaults_per_mode_and_async_progress_line() -> None:
         },
     )
     assert line.endswith("lag 1.0/1 stale 25% overlap 3.2s")
+
+
+@pytest.mark.parametrize("engine_idle", [False, True])
+def test_async_update_widens_to_every_core_once_the_engine_is_idle(tiny_lm: torch.nn.Module, engine_idle: bool) -> None:
+    """The update starts on its share of the cores; micro-batches that start after the collection finished run
+    on all of them (``Session.cores``); the hook is removed after the update."""
+    import threading
+    from types import SimpleNamespace
+
+    from trainer_episodes import make_groups
+
+    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.trainer.async_loop import _update
+    from agentrl.trainer.batch import build_rows
+    from agentrl.trainer.logprobs import PolicyLogprobs
+    from agentrl.trainer.update import PolicyUpdater
+
+    algo = AlgorithmConfig()
+    updater = PolicyUpdater(
+        PolicyLogprobs(tiny_lm), algo, TrainerConfig(micro_batch_tokens=64), temperature=1.0, total_steps=1
+    )
+    seen: list[int] = []
+    micro_loss = updater._micro_loss
+    updater._micro_loss = lambda *a: (seen.append(torch.get_num_threads()), micro_loss(*a))[1]  # type: ignore[method-assign]
+    rows = build_rows(make_groups(tiny_lm, [[1.0, 0.0, 0.3, 0.8]], turns=3), 4, algo, 0)
+    session = SimpleNamespace(updater=updater, cores=2, cfg=SimpleNamespace(algorithm=algo))
+    event = threading.Event()
+    if engine_idle:
+        event.set()
+    outside = torch.get_num_threads()
+    results: list[dict[str, float]] = []
+    worker = threading.Thread(target=lambda: results.append(_update(session, rows, 1, 1, event).metrics))
+    worker.start()
+    worker.join()
+    assert len(seen) >= 2  # several micro-batches, so the check below sees each one
+    assert seen == ([2] * len(seen) if engine_idle else [1] * len(seen))
+    assert results[0]["async/widened_micro_batches"] == (len(seen) if engine_idle else 0)
+    assert updater.before_micro_batch is None and torch.get_num_threads() == outside  # this thread is untouched
