@@ -58,9 +58,12 @@ def scripted_chats(task_count: int, seed: int, sandbox: str) -> tuple[list[list[
 
 
 def publish(out: Path, lm: Any, tokenizer: Any, result: dict) -> None:
-    """Write the model directory beside ``out`` and rename it into place, so ``out`` is either absent, the previous
-    model, or complete with its ``warmup.json`` (a warm-up killed while saving leaves no half-written model that
-    a config, or ``scripts/quickstart.sh``'s "already warmed" check, would take for a finished one)."""
+    """Write the model directory beside ``out`` and rename it into place (fsynced: ``agentrl.disk.publish``), so
+    ``out`` is either absent, the previous model, or complete with its ``warmup.json`` (a warm-up killed while
+    saving leaves no half-written model that a config, or ``scripts/quickstart.sh``'s "already warmed" check,
+    would take for a finished one)."""
+    from agentrl.disk import publish as publish_durably
+
     staging = out.with_name(out.name + ".partial")
     if staging.exists():
         shutil.rmtree(staging)
@@ -69,8 +72,8 @@ def publish(out: Path, lm: Any, tokenizer: Any, result: dict) -> None:
     tokenizer.save_pretrained(staging)
     (staging / "warmup.json").write_text(json.dumps(result, indent=1))
     if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+        shutil.rmtree(out)  # a rename cannot replace a non-empty directory
+    publish_durably(staging, out)
 
 
 def main(argv: list[str] | None = None) -> dict:
