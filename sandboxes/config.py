@@ -83,7 +83,14 @@ class ProcessSandboxConfig(_LimitsConfig):
     cpu_time_s: int = Field(default=600, ge=1, description="RLIMIT_CPU: CPU seconds per session process.")
     max_file_bytes: int = Field(default=64 * MiB, ge=MiB, description="RLIMIT_FSIZE: largest file written.")
     isolate_network: bool = Field(default=True, description="Run in a new network namespace when possible.")
-    run_as_uid: int = Field(default=65534, ge=1, description="uid/gid to drop to when started as root.")
+    run_as_uid: int | None = Field(
+        default=None,
+        ge=1,
+        description="uid/gid to drop to when started as root. None: a private uid per sandbox, leased from "
+        "private_uid_first.. (exact RLIMIT_NPROC accounting; sandboxes cannot signal or read each other).",
+    )
+    private_uid_first: int = Field(default=1_900_000_000, ge=100_000, le=4_000_000_000, description="First leased uid.")
+    private_uid_count: int = Field(default=65536, ge=1, le=1_000_000, description="How many uids may be leased.")
     base_dir: str | None = Field(default=None, description="Parent of the per-sandbox temp dirs (None: $TMPDIR).")
 
 

@@ -21,6 +21,7 @@ from sandboxes.channel import FrameChannel, SessionLostError, max_frame_bytes
 from sandboxes.config import ProcessSandboxConfig
 from sandboxes.docker_backend import SERVER_SOURCE
 from sandboxes.errors import SandboxStartError, SandboxUnavailableError
+from sandboxes.uid_lease import UidLease, processes_of
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -42,17 +43,6 @@ def _warn_once() -> None:
         )
 
 
-def _count_processes(uid: int) -> int:
-    count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                count += os.stat(f"/proc/{entry}").st_uid == uid
-            except OSError:
-                pass
-    return count
-
-
 class ProcessSandbox(Sandbox):
     """A sandbox backed by a local subprocess running the same session server as the Docker backend."""
 
@@ -69,14 +59,25 @@ class ProcessSandbox(Sandbox):
                 f"python interpreter {self.config.python!r} not found on {SAFE_PATH}: set ProcessSandboxConfig.python"
             )
         self._python = python
-        self._drop_to = self.config.run_as_uid if os.geteuid() == 0 else None
         self.network_isolated = False
+        self._uid_lease: UidLease | None = None
+        self._drop_to: int | None = None
         try:
+            self._drop_to = self._choose_uid()
             self._make_dirs()
             self._start_session()
         except BaseException:
             self.close()
             raise
+
+    def _choose_uid(self) -> int | None:
+        """The uid the session drops to: None unless started as root; pinned by config, else a private lease."""
+        if os.geteuid() != 0:
+            return None
+        if self.config.run_as_uid is not None:
+            return self.config.run_as_uid
+        self._uid_lease = UidLease(self.config.private_uid_first, self.config.private_uid_count)
+        return self._uid_lease.uid
 
     @property
     def workdir(self) -> str:
@@ -97,8 +98,9 @@ class ProcessSandbox(Sandbox):
     def _rlimits(self) -> dict[str, int]:
         cfg = self.config
         uid = self._drop_to if self._drop_to is not None else os.getuid()
-        # RLIMIT_NPROC counts every process of the uid, so leave room for the ones it already has.
-        nproc = cfg.max_processes + _count_processes(uid)
+        # RLIMIT_NPROC counts every process of the uid, so leave room for the ones it already has (none for a
+        # leased private uid; a pinned uid may share with others, and then the limit is only as exact as this count).
+        nproc = cfg.max_processes + processes_of(uid)
         return {
             "RLIMIT_AS": cfg.memory_bytes,
             "RLIMIT_NPROC": nproc,
@@ -200,6 +202,8 @@ class ProcessSandbox(Sandbox):
         self._root_dir = None
         if self._finalizer is not None:
             self._finalizer()
+        if self._uid_lease is not None:
+            self._uid_lease.release()  # after the session's processes are gone, so the next holder starts clean
 
     def __repr__(self) -> str:
         return f"ProcessSandbox({self._root_dir or 'closed'})"
