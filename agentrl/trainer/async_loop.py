@@ -85,15 +85,28 @@ def _update(s: Any, rows: list[Any], step: int, threads: int, engine_idle: threa
     return _Updated(metrics, (start, time.perf_counter()))
 
 
+def engine_threads(s: Any, threads: int) -> None:
+    """Give an in-process engine ``threads`` torch threads (a no-op for remote engines or pinned threads)."""
+    setter = getattr(s.engine, "set_threads", None)
+    if setter is not None and s.cores is not None:
+        setter(threads)
+
+
 async def _overlapped(s: Any, step: int, rows: list[Any], collect_next: bool) -> tuple[_Updated, _Collected | None]:
-    """Update ``step`` in a thread while the event loop collects ``step + 1`` (when asked)."""
+    """Update ``step`` in a thread while the event loop collects ``step + 1`` (when asked). Each side runs on
+    its share of the cores while both are busy and takes every core once the other is done."""
     engine_idle = threading.Event()
-    collect = asyncio.ensure_future(_collect(s, step + 1, lead=1)) if collect_next else None
-    if collect is None:
-        engine_idle.set()  # nothing to collect (the last step): the update may take every core at once
-    else:
+    share = torch.get_num_threads()
+    collect = None
+    if collect_next:
+        engine_threads(s, share)
+        collect = asyncio.ensure_future(_collect(s, step + 1, lead=1))
         collect.add_done_callback(lambda _: engine_idle.set())
-    update = asyncio.ensure_future(asyncio.to_thread(_update, s, rows, step, torch.get_num_threads(), engine_idle))
+    else:
+        engine_idle.set()  # nothing to collect (the last step): the update may take every core at once
+    update = asyncio.ensure_future(asyncio.to_thread(_update, s, rows, step, share, engine_idle))
+    # The engine's remaining forwards (the update finished first) or the next ones (eval, step 1) get every core.
+    update.add_done_callback(lambda _: engine_threads(s, s.cores))
     tasks = [t for t in (update, collect) if t is not None]
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     failed = [t for t in done if t.exception() is not None]

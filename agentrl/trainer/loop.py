@@ -25,7 +25,7 @@ from agentrl.heap import trim_heap
 from agentrl.models.loading import set_activation_checkpointing
 from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 from agentrl.rundir import new_run_dir
-from agentrl.trainer.async_loop import run_async_loop, threads_for
+from agentrl.trainer.async_loop import engine_threads, run_async_loop, threads_for
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.boundary import StepBoundaries
 from agentrl.trainer.checkpoint import latest_checkpoint, load_training_state, restore_buffer, set_rng_state
@@ -243,6 +243,7 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
     session = await build_session(cfg, run_dir, dist, resume is not None)
     if cfg.trainer.threads is None:  # threads the user pinned stay pinned
         session.cores = cores
+        engine_threads(session, cores)  # an in-process engine runs alone until an async update overlaps it
     before: dict[str, float] = {}
     after: dict[str, float] = {}
     signals = StopSignals(resume_hint=f"Resume with: agentrl train CONFIG --resume {run_dir}")

@@ -172,3 +172,96 @@ def test_async_update_widens_to_every_core_once_the_engine_is_idle(tiny_lm: torc
     assert seen == ([2] * len(seen) if engine_idle else [1] * len(seen))
     assert results[0]["async/widened_micro_batches"] == (len(seen) if engine_idle else 0)
     assert updater.before_micro_batch is None and torch.get_num_threads() == outside  # this thread is untouched
+
+
+def _record_forward_threads(engine: Any) -> list[int]:
+    """The torch thread count of each of ``engine``'s forward steps, as its own thread sees it."""
+    seen: list[int] = []
+    step = engine.runner.step
+    engine.runner.step = lambda *a: (step(*a), seen.append(torch.get_num_threads()))[0]  # after: step applies it
+    return seen
+
+
+def test_engine_forwards_take_the_threads_set_from_another_thread(tiny_model_dir: Path) -> None:
+    import asyncio
+
+    from agentrl.engines.base import SamplingParams
+    from agentrl.engines.embedded.engine import EmbeddedEngine
+
+    async def run() -> list[list[int]]:
+        engine = EmbeddedEngine.from_pretrained(tiny_model_dir)
+        seen = _record_forward_threads(engine)
+        sampling = SamplingParams(max_new_tokens=4, ignore_eos=True)
+        rounds = []
+        try:
+            for threads in (1, 2, None):  # None leaves the last setting
+                engine.set_threads(threads)
+                await engine.generate([1, 2, 3], sampling)
+                rounds.append(list(seen))
+                seen.clear()
+        finally:
+            await engine.close()
+        return rounds
+
+    assert asyncio.run(run()) == [[1] * 4, [2] * 4, [2] * 4]
+
+
+def test_the_engine_shares_cores_during_the_update_and_takes_them_all_after_it(
+    tiny_model_dir: Path, tiny_lm: torch.nn.Module
+) -> None:
+    """The orchestrator is a stand-in that generates once while the update runs and once after it: the order
+    a real collection has when the update is shorter, made certain here instead of left to timing."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from trainer_episodes import make_groups
+
+    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.engines.base import SamplingParams
+    from agentrl.engines.embedded.engine import EmbeddedEngine
+    from agentrl.trainer.async_loop import _overlapped
+    from agentrl.trainer.batch import build_rows
+    from agentrl.trainer.logprobs import PolicyLogprobs
+    from agentrl.trainer.update import PolicyUpdater
+
+    algo = AlgorithmConfig()
+    updater = PolicyUpdater(PolicyLogprobs(tiny_lm), algo, TrainerConfig(), temperature=1.0, total_steps=1)
+    updated = threading.Event()
+    update = updater.update
+    updater.update = lambda *a, **k: (update(*a, **k), updated.set())[0]  # type: ignore[method-assign]
+    rows = build_rows(make_groups(tiny_lm, [[1.0, 0.0, 0.3, 0.8]], turns=1), 4, algo, 0)
+    sampling = SamplingParams(max_new_tokens=3, ignore_eos=True)
+
+    async def run() -> tuple[list[int], list[int]]:
+        engine = EmbeddedEngine.from_pretrained(tiny_model_dir)
+        seen = _record_forward_threads(engine)
+        during: list[int] = []
+
+        async def collect_step(step: int) -> Any:
+            await engine.generate([1, 2, 3], sampling)
+            during.extend(seen)
+            seen.clear()
+            while not updated.is_set():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # the update's done-callback runs on this loop
+            await engine.generate([1, 2, 3], sampling)
+            return SimpleNamespace(groups=[], metrics={}, exhausted=False)
+
+        session = SimpleNamespace(
+            engine=engine, cores=2, updater=updater, cfg=SimpleNamespace(algorithm=algo), orchestrator=None
+        )
+        session.orchestrator = SimpleNamespace(collect_step=collect_step, version_lead=0)
+        torch.set_num_threads(1)  # the event loop thread's share, as train_async sets it in async mode
+        try:
+            await _overlapped(session, 1, rows, collect_next=True)
+        finally:
+            await engine.close()
+        return during, seen
+
+    outside = torch.get_num_threads()
+    try:
+        during, after = asyncio.run(run())
+    finally:
+        torch.set_num_threads(outside)
+    assert during == [1] * 3 and after == [2] * 3

@@ -185,6 +185,14 @@ class EmbeddedEngine:
         """
         await asyncio.wrap_future(self.scheduler.request_release())
 
+    def set_threads(self, threads: int | None) -> None:
+        """Torch threads for the engine's forwards from its next step on (None: leave them as they are).
+
+        For an engine sharing the host's cores with a trainer (async mode): it gets every core while the
+        trainer is idle and its share while both run.
+        """
+        self.runner.threads = threads
+
     def model_identity(self) -> ModelIdentity:
         """The loaded model's Hugging Face config and the directory it came from."""
         return ModelIdentity(hf_config=self.runner.model.config.to_dict(), path=self.model_path)

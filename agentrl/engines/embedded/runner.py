@@ -35,6 +35,9 @@ class ModelRunner:
         self._keep_kw = "logits_to_keep" if "logits_to_keep" in params else None
         self.lean_reason = lean_support(model) if lean else "disabled (lean=False)"
         self.lean = LeanForward(model, max_seq_len=max_seq_len) if self.lean_reason is None else None
+        # torch threads for the next steps, settable from any thread; None keeps the engine thread's own. The
+        # setting is per thread once a thread has used torch, so it is applied here, in the engine's thread.
+        self.threads: int | None = None
 
     @property
     def num_rows(self) -> int:
@@ -48,6 +51,8 @@ class ModelRunner:
         ``[len(last_tokens) + len(new_rows), vocab]``. The lean forward does it in one pass; HF's
         forward in one decode pass, one batched prefill of the fresh rows, one pass per extended row
         (pass fresh rows before extended ones, so the row order is the same either way)."""
+        if self.threads is not None and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
         if self.lean is not None:
             layout = self.cache.begin_step(
                 len(last_tokens), [(kv, len(ids)) for kv, ids in new_rows], self.dtype, self.device
