@@ -43,6 +43,20 @@ VARIANTS: dict[str, list[str]] = {
     # all together
     "all": ["rollout.partial_rollout=true", "rollout.batch_order=finish", "algorithm.old_logprobs=engine"],
     "all_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", "algorithm.old_logprobs=engine"],
+    # all, with carried (stale) partials clipped against the step-start policy instead of their behaviour policy
+    # (docs/algorithm.md, the decoupled objective): one forward per step, or none with interpolate
+    "all_recompute": [
+        "rollout.partial_rollout=true",
+        "rollout.batch_order=finish",
+        "algorithm.old_logprobs=engine",
+        "algorithm.proximal=recompute",
+    ],
+    "all_interpolate": [
+        "rollout.partial_rollout=true",
+        "rollout.batch_order=finish",
+        "algorithm.old_logprobs=engine",
+        "algorithm.proximal=interpolate",
+    ],
 }
 
 
