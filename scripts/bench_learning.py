@@ -32,6 +32,7 @@ from learning_runs import heldout_argv, run_worker, train_argv
 from learning_stats import plot, variant_summary
 
 BASELINE = "exact_sync"
+ALL = ["rollout.partial_rollout=true", "rollout.batch_order=finish", "algorithm.old_logprobs=engine"]  # every speed-up
 VARIANTS: dict[str, list[str]] = {
     # exact on-policy: every sampled group is trained in the step that sampled it; pi_old recomputed by the trainer
     "exact_sync": ["rollout.partial_rollout=false", "algorithm.old_logprobs=recompute"],
@@ -41,22 +42,12 @@ VARIANTS: dict[str, list[str]] = {
     "engine_logprobs": ["rollout.partial_rollout=false", "algorithm.old_logprobs=engine"],
     "async": ["rollout.partial_rollout=false", "algorithm.old_logprobs=engine", "trainer.mode=async"],
     # all together
-    "all": ["rollout.partial_rollout=true", "rollout.batch_order=finish", "algorithm.old_logprobs=engine"],
+    "all": ALL,
     "all_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", "algorithm.old_logprobs=engine"],
     # all, with carried (stale) partials clipped against the step-start policy instead of their behaviour policy
     # (docs/algorithm.md, the decoupled objective): one forward per step, or none with interpolate
-    "all_recompute": [
-        "rollout.partial_rollout=true",
-        "rollout.batch_order=finish",
-        "algorithm.old_logprobs=engine",
-        "algorithm.proximal=recompute",
-    ],
-    "all_interpolate": [
-        "rollout.partial_rollout=true",
-        "rollout.batch_order=finish",
-        "algorithm.old_logprobs=engine",
-        "algorithm.proximal=interpolate",
-    ],
+    "all_recompute": [*ALL, "algorithm.proximal=recompute"],
+    "all_interpolate": [*ALL, "algorithm.proximal=interpolate"],
 }
 
 
