@@ -36,12 +36,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # name -> trainer settings; "baseline" is the single-turn main job as configured before this benchmark.
 STEP_OPTIONS: dict[str, dict[str, Any]] = {
-    "baseline": {"gradient_checkpointing": False, "micro_batch_tokens": 4096},
-    "micro_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048},
-    "micro_1024": {"gradient_checkpointing": False, "micro_batch_tokens": 1024},
-    "checkpointing": {"gradient_checkpointing": True, "micro_batch_tokens": 4096},
-    "checkpointing_8192": {"gradient_checkpointing": True, "micro_batch_tokens": 8192},
-    "checkpointing_1024": {"gradient_checkpointing": True, "micro_batch_tokens": 1024},
+    "baseline": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "share_prefix": False},
+    "micro_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "share_prefix": False},
+    "micro_1024": {"gradient_checkpointing": False, "micro_batch_tokens": 1024, "share_prefix": False},
+    "checkpointing": {"gradient_checkpointing": True, "micro_batch_tokens": 4096, "share_prefix": False},
+    "checkpointing_8192": {"gradient_checkpointing": True, "micro_batch_tokens": 8192, "share_prefix": False},
+    "checkpointing_1024": {"gradient_checkpointing": True, "micro_batch_tokens": 1024, "share_prefix": False},
+    # a group's rows forward its prompt once (trainer/shared_prefix.py); the rows share prompts by --group
+    "shared_prefix": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "share_prefix": True},
+    "shared_prefix_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "share_prefix": True},
 }
 
 
@@ -65,8 +68,9 @@ def reset_hwm() -> None:
         refs.write("5")
 
 
-def job_rows(batch: int, prompt: int, completion: int) -> list[Any]:
-    """``batch`` rows of ``prompt`` template tokens then ``completion`` sampled ones with +-1 advantages."""
+def job_rows(batch: int, prompt: int, completion: int, group: int = 1) -> list[Any]:
+    """``batch`` rows of ``prompt`` template tokens then ``completion`` sampled ones with +-1 advantages;
+    each ``group`` consecutive rows share their prompt, as a GRPO group's samples do."""
     import torch
 
     from agentrl.trainer.batch import TrainRow
@@ -74,7 +78,9 @@ def job_rows(batch: int, prompt: int, completion: int) -> list[Any]:
     g = torch.Generator().manual_seed(0)
     rows = []
     for i in range(batch):
-        ids = torch.randint(0, 49152, (prompt + completion,), generator=g).tolist()
+        if i % group == 0:
+            shared = torch.randint(0, 49152, (prompt,), generator=g).tolist()
+        ids = shared + torch.randint(0, 49152, (completion,), generator=g).tolist()
         mask = [t >= prompt - 1 for t in range(len(ids) - 1)]
         adv = 1.0 if i % 2 == 0 else -1.0
         logp = [-3.0 if m else 0.0 for m in mask]
@@ -88,7 +94,9 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
     from bench_trainer import _checkpointing, build_model
 
     from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.trainer.batch import pack_micro_batches
     from agentrl.trainer.logprobs import PolicyLogprobs
+    from agentrl.trainer.shared_prefix import pack_shared_prefix
     from agentrl.trainer.update import PolicyUpdater
 
     torch.set_num_threads(args.threads)
@@ -102,7 +110,11 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
     updater = PolicyUpdater(
         PolicyLogprobs(lm, cfg.logprob_chunk_tokens), AlgorithmConfig(), cfg, temperature=0.7, total_steps=10
     )
-    rows = job_rows(args.batch, args.prompt, args.completion)
+    rows = job_rows(args.batch, args.prompt, args.completion, args.group)
+    if cfg.share_prefix:
+        micro = pack_shared_prefix(rows, cfg.micro_batch_tokens, cfg.share_prefix_max_len)
+    else:
+        micro = pack_micro_batches(rows, cfg.micro_batch_tokens)
     model_gb = rss_gb()
     updater.update(rows)
     state_gb = rss_gb()
@@ -119,6 +131,7 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
         "state_gb": state_gb,
         "peak_gb": peak,
         "activations_gb": peak - state_gb,
+        "forward_tokens": sum(int(m.input_ids.numel()) for m in micro),  # padded, per forward pass
         "update_s": min(times),
         "update_s_all": times,
     }
@@ -130,7 +143,7 @@ def run_steps(args: argparse.Namespace) -> dict[str, Any]:
     for option in args.options.split(","):
         cmd = [sys.executable, __file__, "step", "--worker", option, "--batch", str(args.batch)]
         cmd += ["--prompt", str(args.prompt), "--completion", str(args.completion), "--repeats", str(args.repeats)]
-        cmd += ["--arch", args.arch, "--threads", str(args.threads)]
+        cmd += ["--arch", args.arch, "--threads", str(args.threads), "--group", str(args.group)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         results[option] = json.loads(out.stdout.strip().splitlines()[-1])
     base = results.get("baseline")
@@ -138,7 +151,7 @@ def run_steps(args: argparse.Namespace) -> dict[str, Any]:
         for result in results.values():
             result["peak_vs_baseline"] = result["peak_gb"] / base["peak_gb"]
             result["time_vs_baseline"] = result["update_s"] / base["update_s"]
-    shape = f"{args.batch} rows x ({args.prompt} prompt + {args.completion} completion) tokens"
+    shape = f"{args.batch} rows x ({args.prompt} prompt + {args.completion} completion) tokens, groups of {args.group}"
     model = {"smollm2": "SmolLM2-135M's architecture", "small": "4 narrow layers, SmolLM2's vocabulary"}[args.arch]
     return {"shape": shape, "model": f"{model}, random weights, fp32", "options": results}
 
@@ -254,6 +267,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=24, help="step: rows (main job: 6 prompts x 4 samples).")
     parser.add_argument("--prompt", type=int, default=200, help="step: prompt tokens per row.")
     parser.add_argument("--completion", type=int, default=160, help="step: completion tokens per row.")
+    parser.add_argument("--group", type=int, default=4, help="step: consecutive rows sharing a prompt.")
     parser.add_argument("--repeats", type=int, default=2, help="step: timed updates after the warm-up.")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--arch", choices=["smollm2", "small"], default="smollm2", help="step: model shape.")

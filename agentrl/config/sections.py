@@ -319,6 +319,18 @@ class TrainerConfig(StrictModel):
     gradient_checkpointing: bool = Field(
         True, description="Recompute activations in backward (halves memory at about the same speed)."
     )
+    share_prefix: bool = Field(
+        True,
+        description="Forward the episodes that share a prompt as one packed row (the prompt once, a block mask), "
+        "in the update and the recompute: the same loss with (G - 1) x prompt fewer tokens per group. Needs "
+        "sdpa or eager attention.",
+    )
+    share_prefix_max_len: int = Field(
+        2048,
+        ge=64,
+        description="Longest packed row (also at most micro_batch_tokens): attention over a packed row costs its "
+        "length squared.",
+    )
     logprob_chunk_tokens: int = Field(
         1024,
         ge=16,

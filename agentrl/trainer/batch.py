@@ -89,6 +89,8 @@ class MicroBatch:
     loss_index: torch.Tensor | None = None  # [b, T] long into the flattened [f, L-1] forward logprobs
     rows: list[TrainRow] = field(default_factory=list)
     logp_behaviour: torch.Tensor | None = None  # [b, T] fp32 the engine's logprobs, when logp_old is a recompute
+    position_ids: torch.Tensor | None = None  # [f, L] long, when rows share a prefix (trainer/shared_prefix.py)
+    attention: torch.Tensor | None = None  # [f, 1, L, L] bool, True where a query may attend; None = causal
 
     @property
     def targets(self) -> torch.Tensor:
@@ -103,10 +105,19 @@ class MicroBatch:
 
     def to(self, device: torch.device | str) -> MicroBatch:
         """The same micro-batch on ``device``."""
-        index = self.loss_index.to(device) if self.loss_index is not None else None
-        behaviour = self.logp_behaviour.to(device) if self.logp_behaviour is not None else None
+
+        def moved(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return tensor.to(device) if tensor is not None else None
+
         tensors = (self.input_ids, self.logp_old, self.mask, self.adv, self.turn_ids, self.versions, self.select)
-        return MicroBatch(*(t.to(device) for t in tensors), loss_index=index, rows=self.rows, logp_behaviour=behaviour)
+        return MicroBatch(
+            *(t.to(device) for t in tensors),
+            loss_index=moved(self.loss_index),
+            rows=self.rows,
+            logp_behaviour=moved(self.logp_behaviour),
+            position_ids=moved(self.position_ids),
+            attention=moved(self.attention),
+        )
 
 
 def segment_row(
@@ -203,9 +214,10 @@ def pack_micro_batches(rows: Sequence[TrainRow], token_budget: int) -> list[Micr
     return [collate(b) for b in bins]
 
 
-def _padded(
+def pad_rows(
     values: Sequence[Sequence[float | int | bool]], width: int, fill: float, dtype: torch.dtype
 ) -> torch.Tensor:
+    """Right-padded [len(values), width] tensor."""
     out = torch.full((len(values), width), fill, dtype=dtype)
     for i, row in enumerate(values):
         if row:
@@ -219,18 +231,18 @@ def collate(rows: Sequence[TrainRow], pad_id: int = 0) -> MicroBatch:
     length = max(len(ids) for ids in segments)
     width = max(len(r.mask) for r in rows)
     versions = [r.versions or [-1] * len(r.mask) for r in rows]
-    input_ids = _padded(segments, length, pad_id, torch.long)
-    logp_old = _padded([r.logp_old for r in rows], width, 0.0, torch.float32)
-    mask = _padded([r.mask for r in rows], width, False, torch.bool)
-    adv = _padded([r.adv for r in rows], width, 0.0, torch.float32)
-    turn_ids = _padded([r.turn_ids for r in rows], width, -1, torch.long)
-    version_t = _padded(versions, width, -1, torch.long)
+    input_ids = pad_rows(segments, length, pad_id, torch.long)
+    logp_old = pad_rows([r.logp_old for r in rows], width, 0.0, torch.float32)
+    mask = pad_rows([r.mask for r in rows], width, False, torch.bool)
+    adv = pad_rows([r.adv for r in rows], width, 0.0, torch.float32)
+    turn_ids = pad_rows([r.turn_ids for r in rows], width, -1, torch.long)
+    version_t = pad_rows(versions, width, -1, torch.long)
     if len(segments) == len(rows):  # one segment per episode: the forward rows are the loss rows
         micro = MicroBatch(input_ids, logp_old, mask, adv, turn_ids, version_t, mask, None, list(rows))
     else:
         micro = _collate_segments(rows, input_ids, (logp_old, mask, adv, turn_ids, version_t))
     if any(r.logp_behaviour for r in rows):
-        micro.logp_behaviour = _padded([r.logp_behaviour or r.logp_old for r in rows], width, 0.0, torch.float32)
+        micro.logp_behaviour = pad_rows([r.logp_behaviour or r.logp_old for r in rows], width, 0.0, torch.float32)
     return micro
 
 

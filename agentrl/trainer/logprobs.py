@@ -12,6 +12,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from agentrl.trainer.attention import attention_mask_for
+
 
 @dataclass
 class TokenLogprobs:
@@ -50,10 +52,25 @@ class PolicyLogprobs(nn.Module):
         self.chunk_tokens = chunk_tokens
 
     def forward(
-        self, input_ids: torch.Tensor, select_bt: torch.Tensor, temperature: float, checkpoint_chunks: bool = True
+        self,
+        input_ids: torch.Tensor,
+        select_bt: torch.Tensor,
+        temperature: float,
+        checkpoint_chunks: bool = True,
+        *,
+        position_ids: torch.Tensor | None = None,
+        attention: torch.Tensor | None = None,
     ) -> TokenLogprobs:
-        """Logprobs of ``input_ids[:, t+1]`` at positions where ``select_bt[:, t]`` (shape [b, L-1])."""
-        hidden = self.lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+        """Logprobs of ``input_ids[:, t+1]`` at positions where ``select_bt[:, t]`` (shape [b, L-1]).
+
+        ``attention`` ([b, 1, L, L] bool, True = may attend) and ``position_ids`` replace the causal mask and
+        the positions 0..L-1, for rows that pack several episodes behind one prefix (``shared_prefix.py``).
+        """
+        extra = {}
+        if attention is not None:
+            dtype = next(self.lm.parameters()).dtype
+            extra = {"attention_mask": attention_mask_for(self.lm, attention, dtype), "position_ids": position_ids}
+        hidden = self.lm.get_decoder()(input_ids=input_ids, use_cache=False, **extra).last_hidden_state
         head = self.lm.get_output_embeddings()
         hidden_nh = hidden[:, :-1][select_bt]
         targets_n = input_ids[:, 1:][select_bt]

@@ -24,8 +24,9 @@ from agentrl.config.sections import AlgorithmConfig, TrainerConfig
 from agentrl.errors import ConfigError
 from agentrl.trainer.batch import MicroBatch, TrainRow, collate, pack_micro_batches, split_mini_batches
 from agentrl.trainer.distributed import DistInfo, max_floats_over_ranks, max_over_ranks, sum_over_ranks
-from agentrl.trainer.logprobs import PolicyLogprobs
+from agentrl.trainer.logprobs import PolicyLogprobs, TokenLogprobs
 from agentrl.trainer.mismatch import MismatchMeter, abs_log_s, quantiles, write_back
+from agentrl.trainer.shared_prefix import pack_shared_prefix
 
 _OWN_SUMS = ("loss", "entropy_sum", "trained_tokens", "skipped_rows")  # the updater's; the loss declares its own
 
@@ -109,7 +110,12 @@ class PolicyUpdater:
         return rows[self.dist.rank :: self.dist.world_size] if self.dist.enabled else rows
 
     def _micro_batches(self, rows: list[TrainRow]) -> list[MicroBatch]:
-        local = pack_micro_batches(rows, self.cfg.micro_batch_tokens) if rows else []
+        if not rows:
+            local = []
+        elif self.cfg.share_prefix:
+            local = pack_shared_prefix(rows, self.cfg.micro_batch_tokens, self.cfg.share_prefix_max_len)
+        else:
+            local = pack_micro_batches(rows, self.cfg.micro_batch_tokens)
         total = max_over_ranks(len(local), self.dist)
         return local + [_dummy_micro_batch() for _ in range(total - len(local))]
 
@@ -171,9 +177,14 @@ class PolicyUpdater:
             totals.first.update(quantiles("mb0_abs_log_s", torch.cat(first_abs_log_s)))
         return float(norm)
 
+    def _forward(self, micro: MicroBatch) -> TokenLogprobs:
+        return self.policy(
+            micro.input_ids, micro.select, self.temperature, position_ids=micro.position_ids, attention=micro.attention
+        )
+
     def _micro_loss(self, micro: MicroBatch, n_local: float, totals: _Totals) -> tuple[torch.Tensor, torch.Tensor]:
         with self._autocast():
-            out = self.policy(micro.input_ids, micro.select, self.temperature)
+            out = self._forward(micro)
         logp_bt = micro.loss_layout(out.logp_bt)
         loss_out = self.loss(self._loss_batch(logp_bt, micro), n_local, self.off_policy)
         if any(r.episode_index >= 0 for r in micro.rows):  # statistics of real rows only, not padding rows
@@ -221,7 +232,7 @@ class PolicyUpdater:
             for micro in self._micro_batches(self._local_rows(rows)):
                 dev = micro.to(self.device)
                 with self._autocast():
-                    logp = self.policy(dev.input_ids, dev.select, self.temperature).logp_bt
+                    logp = self._forward(dev).logp_bt
                 out.append((micro, micro.loss_layout(logp.cpu())))
         return out
 

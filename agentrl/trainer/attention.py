@@ -1,0 +1,26 @@
+"""A custom attention mask in the form the model's attention implementation takes."""
+
+from __future__ import annotations
+
+import torch
+
+from agentrl.errors import ConfigError
+
+# Attention implementations that take a custom [b, 1, L, L] mask as it is (transformers' masking utilities
+# return a 4D mask unchanged); flash-attention kernels take no such mask.
+MASK_KINDS = {"sdpa": "bool", "eager": "additive"}
+
+
+def attention_mask_for(lm: torch.nn.Module, mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The block mask in the form the model's attention implementation takes (bool for sdpa, additive for eager)."""
+    impl = getattr(getattr(lm, "config", None), "_attn_implementation", None) or "eager"
+    kind = MASK_KINDS.get(impl)
+    if kind is None:
+        raise ConfigError(
+            f"trainer.share_prefix needs an attention implementation that takes a custom 4D mask "
+            f"({sorted(MASK_KINDS)}), but the model uses {impl!r}; set trainer.share_prefix: false or load the "
+            "model with attn_implementation='sdpa'"
+        )
+    if kind == "bool":
+        return mask
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
