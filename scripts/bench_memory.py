@@ -45,6 +45,7 @@ STEP_OPTIONS: dict[str, dict[str, Any]] = {
     # a group's rows forward its prompt once (trainer/shared_prefix.py); the rows share prompts by --group
     "shared_prefix": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "share_prefix": True},
     "shared_prefix_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "share_prefix": True},
+    "checkpointing_shared": {"gradient_checkpointing": True, "micro_batch_tokens": 4096, "share_prefix": True},
 }
 
 
