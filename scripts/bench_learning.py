@@ -32,22 +32,35 @@ from learning_runs import heldout_argv, run_worker, train_argv
 from learning_stats import plot, variant_summary
 
 BASELINE = "exact_sync"
-ALL = ["rollout.partial_rollout=true", "rollout.batch_order=finish", "algorithm.old_logprobs=engine"]  # every speed-up
+# How pi_old is made; each variant pins one, so a config's own algorithm settings cannot change what it means.
+RECOMPUTED = ["algorithm.old_logprobs=recompute", "algorithm.proximal=recompute", "algorithm.is_correction=none"]
+ENGINE = ["algorithm.old_logprobs=engine", "algorithm.proximal=behaviour", "algorithm.is_correction=none"]
+# engine logprobs as the behaviour policy, the clip at the step-start policy, truncated IS (docs/algorithm.md)
+DECOUPLED = ["algorithm.old_logprobs=engine", "algorithm.proximal=recompute", "algorithm.is_correction=tis"]
+PARTIAL = ["rollout.partial_rollout=true", "rollout.batch_order=finish"]
+ALL = [*PARTIAL, *ENGINE]  # every speed-up, with the plain objective
 VARIANTS: dict[str, list[str]] = {
     # exact on-policy: every sampled group is trained in the step that sampled it; pi_old recomputed by the trainer
-    "exact_sync": ["rollout.partial_rollout=false", "algorithm.old_logprobs=recompute"],
+    "exact_sync": ["rollout.partial_rollout=false", *RECOMPUTED],
     # one speed-up at a time
-    "partial": ["rollout.partial_rollout=true", "rollout.batch_order=finish", "algorithm.old_logprobs=recompute"],
-    "partial_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", "algorithm.old_logprobs=recompute"],
-    "engine_logprobs": ["rollout.partial_rollout=false", "algorithm.old_logprobs=engine"],
-    "async": ["rollout.partial_rollout=false", "algorithm.old_logprobs=engine", "trainer.mode=async"],
+    "partial": [*PARTIAL, *RECOMPUTED],
+    "partial_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", *RECOMPUTED],
+    "engine_logprobs": ["rollout.partial_rollout=false", *ENGINE],
+    "async": ["rollout.partial_rollout=false", *ENGINE, "trainer.mode=async"],
     # all together
     "all": ALL,
-    "all_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", "algorithm.old_logprobs=engine"],
+    "all_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", *ENGINE],
     # all, with carried (stale) partials clipped against the step-start policy instead of their behaviour policy
-    # (docs/algorithm.md, the decoupled objective): one forward per step, or none with interpolate
-    "all_recompute": [*ALL, "algorithm.proximal=recompute"],
-    "all_interpolate": [*ALL, "algorithm.proximal=interpolate"],
+    # and weighted by the truncated behaviour ratio: configs/quickstart*.yaml's default since it measured as
+    # well as exact_sync. interpolate needs no forward but leaves a lag-1 ratio at half its distance from 1,
+    # still far outside GSPO's band (docs/algorithm.md). (recompute without the IS weight is exactly "partial".)
+    "all_recompute": [*PARTIAL, *DECOUPLED],
+    "all_interpolate": [
+        *PARTIAL,
+        "algorithm.old_logprobs=engine",
+        "algorithm.proximal=interpolate",
+        "algorithm.is_correction=none",
+    ],
 }
 
 
