@@ -225,24 +225,36 @@ def pad_rows(
     return out
 
 
+def loss_tensors(rows: Sequence[TrainRow], width: int) -> tuple[torch.Tensor, ...]:
+    """The loss layout's (logp_old, mask, adv, turn_ids, versions), right-padded to ``width``."""
+    return (
+        pad_rows([r.logp_old for r in rows], width, 0.0, torch.float32),
+        pad_rows([r.mask for r in rows], width, False, torch.bool),
+        pad_rows([r.adv for r in rows], width, 0.0, torch.float32),
+        pad_rows([r.turn_ids for r in rows], width, -1, torch.long),
+        pad_rows([r.versions or [-1] * len(r.mask) for r in rows], width, -1, torch.long),
+    )
+
+
+def behaviour_tensor(rows: Sequence[TrainRow], width: int) -> torch.Tensor | None:
+    """The engine's logprobs where a recompute replaced logp_old (else logp_old itself); None if no row has them."""
+    if not any(r.logp_behaviour for r in rows):
+        return None
+    return pad_rows([r.logp_behaviour or r.logp_old for r in rows], width, 0.0, torch.float32)
+
+
 def collate(rows: Sequence[TrainRow], pad_id: int = 0) -> MicroBatch:
     """Right-pad rows into tensors (padding has mask False, so its values never matter)."""
     segments = [ids for r in rows for ids in r.segments]
     length = max(len(ids) for ids in segments)
     width = max(len(r.mask) for r in rows)
-    versions = [r.versions or [-1] * len(r.mask) for r in rows]
     input_ids = pad_rows(segments, length, pad_id, torch.long)
-    logp_old = pad_rows([r.logp_old for r in rows], width, 0.0, torch.float32)
-    mask = pad_rows([r.mask for r in rows], width, False, torch.bool)
-    adv = pad_rows([r.adv for r in rows], width, 0.0, torch.float32)
-    turn_ids = pad_rows([r.turn_ids for r in rows], width, -1, torch.long)
-    version_t = pad_rows(versions, width, -1, torch.long)
+    loss = loss_tensors(rows, width)
     if len(segments) == len(rows):  # one segment per episode: the forward rows are the loss rows
-        micro = MicroBatch(input_ids, logp_old, mask, adv, turn_ids, version_t, mask, None, list(rows))
+        micro = MicroBatch(input_ids, *loss, loss[1], None, list(rows))
     else:
-        micro = _collate_segments(rows, input_ids, (logp_old, mask, adv, turn_ids, version_t))
-    if any(r.logp_behaviour for r in rows):
-        micro.logp_behaviour = pad_rows([r.logp_behaviour or r.logp_old for r in rows], width, 0.0, torch.float32)
+        micro = _collate_segments(rows, input_ids, loss)
+    micro.logp_behaviour = behaviour_tensor(rows, width)
     return micro
 
 

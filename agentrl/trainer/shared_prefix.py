@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agentrl.trainer.batch import MicroBatch, TrainRow, pack_micro_batches, pad_rows
+from agentrl.trainer.batch import MicroBatch, TrainRow, behaviour_tensor, loss_tensors, pack_micro_batches, pad_rows
 
 # A prefix shorter than this saves less than its block mask and bookkeeping cost (and chat templates' first
 # tokens are the same for every prompt, so clustering by fewer would put unrelated rows together).
@@ -50,9 +50,10 @@ class ForwardUnit:
         """Padded width this unit needs."""
         return len(self.tokens)
 
-    def forward_position(self, member: int, t: int) -> int:
-        """Where the member's row position ``t`` (predicting its token t + 1) sits in this unit."""
-        return t if t < self.prefix_len else self.starts[member] + t - self.prefix_len
+    def forward_positions(self, member: int, n: int) -> torch.Tensor:
+        """Where the member's row positions 0..n-1 (position t predicts its token t + 1) sit in this unit."""
+        t = torch.arange(n)
+        return torch.where(t < self.prefix_len, t, self.starts[member] + t - self.prefix_len)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -72,7 +73,7 @@ def lone_unit(index: int, ids: Sequence[int]) -> ForwardUnit:
 def shared_unit(members: list[int], sequences: Sequence[Sequence[int]]) -> ForwardUnit:
     """Members' sequences packed behind their common prefix minus one token (see the module doc)."""
     common = min(_common_prefix(sequences[0], s) for s in sequences[1:])
-    k = max(min(common, min(len(s) for s in sequences)) - 1, 0)
+    k = max(common - 1, 0)  # common <= every length: the prefix is compared with each sequence
     tokens, positions, starts = list(sequences[0][:k]), list(range(k)), []
     for seq in sequences:
         starts.append(len(tokens))
@@ -159,24 +160,17 @@ def collate_units(units: Sequence[ForwardUnit], rows: Sequence[TrainRow], pad_id
     for f, unit in enumerate(units):
         for j, m in enumerate(unit.members):
             n = len(rows[m].mask)
-            t = torch.arange(n)
-            positions = torch.where(t < unit.prefix_len, t, unit.starts[j] + t - unit.prefix_len)
+            positions = unit.forward_positions(j, n)
             loss_index[b, :n] = f * fwd_width + positions
             select[f, positions[torch.tensor(rows[m].mask, dtype=torch.bool)]] = True
             b += 1
-    micro = MicroBatch(
+    return MicroBatch(
         pad_rows([u.tokens for u in units], length, pad_id, torch.long),
-        pad_rows([r.logp_old for r in members], width, 0.0, torch.float32),
-        pad_rows([r.mask for r in members], width, False, torch.bool),
-        pad_rows([r.adv for r in members], width, 0.0, torch.float32),
-        pad_rows([r.turn_ids for r in members], width, -1, torch.long),
-        pad_rows([r.versions or [-1] * len(r.mask) for r in members], width, -1, torch.long),
+        *loss_tensors(members, width),
         select,
         loss_index,
         members,
+        logp_behaviour=behaviour_tensor(members, width),
         position_ids=pad_rows([u.positions for u in units], length, 0, torch.long),
         attention=block_mask(units, length),
     )
-    if any(r.logp_behaviour for r in members):
-        micro.logp_behaviour = pad_rows([r.logp_behaviour or r.logp_old for r in members], width, 0.0, torch.float32)
-    return micro
