@@ -49,18 +49,27 @@ def owner_alive(owner: str) -> bool:
     return process_start_ticks(int(pid)) == ticks and ticks != ""
 
 
+def labelled_containers(client: Any, label: str) -> list[dict[str, Any]]:
+    """Containers (running or not) carrying `label` ("key" or "key=value"), as the engine's list summaries.
+
+    One list call, no per-container inspect: docker-py's `containers.list` inspects each container it lists
+    and raises NotFound when one is removed in between (another job's pool closing, another reaper), a race
+    any process sharing the engine can cause. Summaries carry "Id", "Names", "Labels" and "State".
+    """
+    return list(client.api.containers(all=True, filters={"label": label}))
+
+
 def reap_stale_containers(client: Any, *, run_id: str | None = None) -> list[str]:
     """Remove sandbox containers of dead owners (or all of `run_id`); returns the removed names."""
-    filters = {"label": [f"{RUN_LABEL}={run_id}"] if run_id else [LABEL]}
     removed = []
-    for container in client.containers.list(all=True, filters=filters):
-        if run_id is None and owner_alive(container.labels.get(OWNER_LABEL, "")):
+    for summary in labelled_containers(client, f"{RUN_LABEL}={run_id}" if run_id else LABEL):
+        if run_id is None and owner_alive((summary.get("Labels") or {}).get(OWNER_LABEL, "")):
             continue
         try:
-            container.remove(force=True)
-            removed.append(container.name)
+            client.api.remove_container(summary["Id"], force=True)
         except docker.errors.NotFound:
-            pass  # another reaper got there first
+            continue  # another reaper got there first
+        removed.append((summary.get("Names") or [summary["Id"]])[0].lstrip("/"))
     return removed
 
 

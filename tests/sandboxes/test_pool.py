@@ -19,7 +19,7 @@ import pytest
 
 from sandboxes import DockerSandbox, DockerSandboxConfig, SandboxPool, SandboxPoolError, reap_stale_containers
 from sandboxes.docker_backend import connect
-from sandboxes.reaper import RUN_LABEL
+from sandboxes.reaper import RUN_LABEL, labelled_containers
 
 ConfigFactory = Callable[..., Any]  # the `config_for` fixture
 
@@ -83,9 +83,9 @@ def test_pool_is_thread_safe_and_async_friendly(backend: str, config_for: Config
         pool.acquire(timeout_s=0.1)
 
 
-def _containers(run_id: str) -> list[object]:
+def _containers(run_id: str) -> list[dict[str, Any]]:
     client = connect(DockerSandboxConfig())
-    return client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+    return labelled_containers(client, f"{RUN_LABEL}={run_id}")
 
 
 @pytest.mark.docker

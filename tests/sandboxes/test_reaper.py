@@ -6,14 +6,16 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
 
 from sandboxes.docker_backend import connect
-from sandboxes.reaper import OWNER_LABEL, owner_tag
+from sandboxes.reaper import OWNER_LABEL, labelled_containers, owner_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 START_ONE = (
@@ -48,14 +50,48 @@ def test_a_killed_process_container_is_reaped_by_the_next_sandbox_start(config_f
     owner = owner_tag(killed.pid)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    stale = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner}"})
-    assert [c.id for c in stale] == [stale_id]  # make_sandbox, not a pool: left behind by the kill
+    stale = labelled_containers(client, f"{OWNER_LABEL}={owner}")
+    assert [c["Id"] for c in stale] == [stale_id]  # make_sandbox, not a pool: left behind by the kill
     nxt, fresh_id = _start(START_ONE)  # the next process starts a sandbox of its own
     try:
-        assert client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner}"}) == []
+        assert labelled_containers(client, f"{OWNER_LABEL}={owner}") == []
         assert client.containers.get(fresh_id).status == "running"  # a live owner's container is spared
     finally:
         assert nxt.stdin is not None
         nxt.stdin.write("\n")
         nxt.stdin.close()
         nxt.wait(timeout=60)
+
+
+@pytest.mark.docker
+def test_listing_and_reaping_survive_containers_removed_concurrently(config_for: Callable[..., Any]) -> None:
+    """Another process removing its containers while we list is normal on a shared engine: listing must not
+    inspect each container (docker-py's `containers.list` does, and raises NotFound for one removed in between)."""
+    from sandboxes import DockerSandboxConfig
+    from sandboxes.reaper import LABEL, RUN_LABEL, reap_stale_containers
+
+    config_for("docker")  # skips (or fails under CI=true) without Docker
+    client = connect(DockerSandboxConfig())
+    run_id = f"race-{uuid.uuid4().hex[:8]}"
+    created = [
+        client.api.create_container(
+            DockerSandboxConfig().image, command="true", labels={LABEL: "1", RUN_LABEL: run_id}
+        )["Id"]
+        for _ in range(12)
+    ]
+
+    def remove_all() -> None:
+        for container_id in created:
+            try:
+                client.api.remove_container(container_id, force=True)
+            except docker.errors.NotFound:
+                pass  # the reaper below got there first
+
+    remover = threading.Thread(target=remove_all)
+    remover.start()
+    listings = []
+    while remover.is_alive():
+        listings.append(len(labelled_containers(client, f"{RUN_LABEL}={run_id}")))
+        reap_stale_containers(client, run_id=run_id)  # removes what the other thread has not yet: both race
+    remover.join()
+    assert listings and labelled_containers(client, f"{RUN_LABEL}={run_id}") == []

@@ -117,9 +117,9 @@ def checkpoint_partials(run_dir: Path) -> list[Episode]:
 def containers_of(owner: str) -> list[Any]:
     from sandboxes import DockerSandboxConfig
     from sandboxes.docker_backend import connect
-    from sandboxes.reaper import OWNER_LABEL
+    from sandboxes.reaper import OWNER_LABEL, labelled_containers
 
-    return connect(DockerSandboxConfig()).containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner}"})
+    return labelled_containers(connect(DockerSandboxConfig()), f"{OWNER_LABEL}={owner}")
 
 
 @pytest.mark.docker
