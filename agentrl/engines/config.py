@@ -47,6 +47,11 @@ class EngineConfig(StrictModel):
         """How the trainer delivers new weights (default: the state dict, in process)."""
         return StateDictTransport()
 
+    def colocated_transport(self, model: ModelConfig) -> WeightTransport | None:
+        """A transport for a trainer in this process that never updates while the engine samples (a synchronous
+        loop, one process), where the backend can do better than ``weight_transport``; None: it cannot."""
+        return None
+
     async def preflight(self, model: ModelConfig) -> list[str]:
         """``agentrl train --dry-run``: check what the engine needs without loading the model; the lines to
         print (raise the backend's error, naming the fix, on a failure)."""

@@ -43,6 +43,27 @@ class StateDictTransport:
 
 
 @dataclass(frozen=True)
+class SharedStorageTransport:
+    """No transfer: the engine samples from the trainer's own parameters (``share_weights``), in one process.
+
+    Valid only while the trainer never updates during sampling (a synchronous loop); a weight sync then only
+    sets the engine's version and flushes its prefix cache.
+    """
+
+    async def deliver(
+        self, engine: InferenceEngine | None, lm: Any, state: Mapping[str, Any], version: int, *, is_main: bool
+    ) -> None:
+        """Share (first call) or confirm the shared storage, and set ``version``."""
+        share = getattr(engine, "share_weights", None)
+        if share is None:
+            raise EngineError(
+                f"{type(engine).__name__} cannot sample from the trainer's parameters (no share_weights); "
+                "use the engine's weight_transport"
+            )
+        await share(lm, version=version)
+
+
+@dataclass(frozen=True)
 class DiskTransport:
     """A safetensors model directory under ``root`` (readable by the engine), loaded by path."""
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from agentrl.config.run import RunConfig
+from agentrl.engines.transport import SharedStorageTransport, WeightTransport
 from agentrl.errors import CheckpointError
 from agentrl.heap import trim_heap
 from agentrl.models.loading import set_activation_checkpointing
@@ -42,7 +43,7 @@ from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.reporting import RunReporter
 from agentrl.trainer.seeding import SeededEngine
 from agentrl.trainer.step_end import StepOutcome, end_step
-from agentrl.trainer.sync import sync_weights
+from agentrl.trainer.sync import session_transport, sync_weights
 from agentrl.trainer.update import PolicyUpdater
 from agentrl.trainer.validate import check_engine_logprobs, check_resume, validate_run_config, write_run_meta
 
@@ -61,6 +62,7 @@ class Session:
     orchestrator: Any
     reporter: RunReporter
     start_step: int
+    transport: WeightTransport  # how new weights reach the engine (trainer/sync.py: session_transport)
     cores: int | None = None  # threads an async update may widen to once the engine is idle (None: never)
 
 
@@ -131,8 +133,11 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
     engine = orchestrator = None
     if dist.is_main:
         engine, orchestrator = _rollout_side(cfg, run_dir, tokenizer)
-    if start:  # the engine loaded the base weights: bring it to the checkpoint's policy
-        await sync_weights(engine, lm, start, transport=cfg.engine.weight_transport(run_dir), dist=dist)
+    transport = session_transport(cfg, run_dir, dist)
+    # The engine loaded the base weights: bring it to a resumed checkpoint's policy. A shared-storage
+    # transport also shares at once, so the first rollout does not hold the model twice.
+    if start or isinstance(transport, SharedStorageTransport):
+        await sync_weights(engine, lm, start, transport=transport, dist=dist)
     reporter = RunReporter(
         run_dir,
         cfg.logging,
@@ -141,7 +146,7 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         start_step=start,
         enabled=dist.is_main,
     )
-    return Session(cfg, run_dir, dist, lm, tokenizer, updater, engine, orchestrator, reporter, start)
+    return Session(cfg, run_dir, dist, lm, tokenizer, updater, engine, orchestrator, reporter, start, transport)
 
 
 def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, Any]:

@@ -36,8 +36,8 @@ class StepOutcome:
 
 async def end_step(s: Any, out: StepOutcome, boundaries: StepBoundaries) -> bool:
     """Sync, commit, archive, log and maybe checkpoint step ``out.step``; True when the loop must stop."""
-    cfg, step = s.cfg, out.step
-    sync_s = await sync_weights(s.engine, s.lm, step, transport=cfg.engine.weight_transport(s.run_dir), dist=s.dist)
+    step = out.step
+    sync_s = await sync_weights(s.engine, s.lm, step, transport=s.transport, dist=s.dist)
     if s.dist.is_main:
         s.orchestrator.commit_step(step)
         if s.orchestrator.buffer is not None:  # trained groups leave the buffer (and later checkpoints)

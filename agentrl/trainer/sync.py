@@ -9,12 +9,24 @@ dict, tensors, or a safetensors directory) is the engine backend's ``WeightTrans
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from torch import nn
 
+from agentrl.config.run import RunConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.engines.transport import WeightTransport
 from agentrl.trainer.distributed import DistInfo, full_state_dict
+
+
+def session_transport(cfg: RunConfig, run_dir: Path, dist: DistInfo) -> WeightTransport:
+    """How this job's weights reach its engine: the backend's colocated transport when the trainer never updates
+    while the engine samples (``trainer.mode: sync``, one process) and the backend has one (the embedded engine
+    then samples from the trainer's own parameters), else the backend's ``weight_transport``."""
+    colocated = None
+    if cfg.trainer.mode == "sync" and not dist.enabled:
+        colocated = cfg.engine.colocated_transport(cfg.model)
+    return colocated or cfg.engine.weight_transport(run_dir)
 
 
 async def sync_weights(

@@ -172,6 +172,9 @@ class PolicyUpdater:
         norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
         self.optimizer.step()
+        # Gradients are dead once applied: free them now, not at the next zero_grad, so the rollout, the weight
+        # sync and the checkpoint between two updates do not hold a model-sized buffer.
+        self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         if first and first_abs_log_s:
             totals.first.update(quantiles("mb0_abs_log_s", torch.cat(first_abs_log_s)))

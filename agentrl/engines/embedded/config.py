@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from agentrl.engines.config import EngineConfig, import_engine_class
+from agentrl.engines.transport import SharedStorageTransport, WeightTransport
 
 if TYPE_CHECKING:
     from agentrl.config.sections import ModelConfig
@@ -43,6 +44,14 @@ class EmbeddedEngineConfig(EngineConfig):
         description="Most (padded) prompt tokens prefilled in one forward pass when requests join the batch.",
     )
 
+    share_trainer_weights: bool = Field(
+        True,
+        description="When the trainer runs in this process and never updates while the engine samples "
+        "(trainer.mode sync, no torchrun) and the engine's dtype is the trainer's float32: sample from the "
+        "trainer's own parameters, so the model is held once (not twice) and a weight sync copies nothing. "
+        "Otherwise, or when false, the weights are copied at every sync.",
+    )
+
     def build(self, model: ModelConfig) -> InferenceEngine:
         """Load ``model.path`` in process on the configured device and dtype."""
         from agentrl.models.loading import resolve_device, resolve_dtype
@@ -52,6 +61,17 @@ class EmbeddedEngineConfig(EngineConfig):
         return engine_cls.from_pretrained(
             model.path, config=self, device=device, dtype=resolve_dtype(model.dtype, device)
         )
+
+    def colocated_transport(self, model: ModelConfig) -> WeightTransport | None:
+        """``SharedStorageTransport`` when ``share_trainer_weights`` and the engine loads float32 (as the trainer's
+        master weights are); None otherwise (the weights are copied)."""
+        import torch
+
+        from agentrl.models.loading import resolve_device, resolve_dtype
+
+        if not self.share_trainer_weights or resolve_dtype(model.dtype, resolve_device(model.device)) != torch.float32:
+            return None
+        return SharedStorageTransport()
 
     async def preflight(self, model: ModelConfig) -> list[str]:
         """Device available, model directory present, and the worst-case key/value memory (nothing loads)."""

@@ -8,6 +8,7 @@ loop or thread: the model lives on one background thread.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.requests import Request
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.scheduler import Scheduler
-from agentrl.engines.embedded.weights import load_safetensors_dir
+from agentrl.engines.embedded.weights import copy_state_dict, load_safetensors_dir, share_storage
 from agentrl.errors import EngineError, ModelLoadError
 
 
@@ -163,7 +164,18 @@ class EmbeddedEngine:
             raise EngineError(
                 f"update_weights takes a state dict or a safetensors directory, got {type(source).__name__}"
             )
-        done = self.scheduler.request_update(state, int(version))
+        done = self.scheduler.request_update(functools.partial(copy_state_dict, source=state), int(version))
+        await asyncio.wrap_future(done)
+
+    async def share_weights(self, trainer_model: torch.nn.Module, version: int) -> None:
+        """Sample from ``trainer_model``'s own parameters from now on and set ``version`` (``share_storage``).
+
+        The first call copies the trainer's values in and makes its parameters use the engine's storage (the
+        trainer's own copy is freed); later calls check the sharing still holds. Only for a trainer that never
+        steps its optimizer while this engine samples (a synchronous loop in this process).
+        """
+        share = functools.partial(share_storage, trainer_model=trainer_model)
+        done = self.scheduler.request_update(share, int(version))
         await asyncio.wrap_future(done)
 
     async def health(self) -> bool:

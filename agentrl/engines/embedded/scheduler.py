@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Literal
@@ -25,7 +26,6 @@ from agentrl.engines.embedded.prefix_index import BLOCK, PrefixIndex
 from agentrl.engines.embedded.requests import Request, deliver
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.sampling import SamplingPlan, sample_tokens
-from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineError
 from agentrl.heap import trim_heap
 
@@ -35,7 +35,7 @@ RUNNING_ABORT_MESSAGE = "Abort request"
 
 @dataclass
 class _WeightUpdate:
-    state_dict: dict[str, torch.Tensor]
+    apply: Callable[[torch.nn.Module], object]  # changes the model's weights (copy_state_dict, share_storage)
     version: int
     done: Future[None]
 
@@ -109,14 +109,14 @@ class Scheduler:
         with self._cond:
             return list(self._by_id)
 
-    def request_update(self, state_dict: dict[str, torch.Tensor], version: int) -> Future[None]:
-        """Swap in new weights between forward passes; the future resolves once they are live."""
+    def request_update(self, apply: Callable[[torch.nn.Module], object], version: int) -> Future[None]:
+        """Run ``apply(model)`` between forward passes; the future resolves once the new weights are live."""
         done: Future[None] = Future()
         with self._cond:
             self._check_open()
             if self._update is not None:
                 raise EngineError("a weight update is already pending; await it before sending another")
-            self._update = _WeightUpdate(state_dict, version, done)
+            self._update = _WeightUpdate(apply, version, done)
             self._cond.notify()
         return done
 
@@ -254,7 +254,7 @@ class Scheduler:
         with self._cond:
             update, self._update = self._update, None
         try:
-            copy_state_dict(self.runner.model, update.state_dict)
+            update.apply(self.runner.model)
             self.prefix_cache.clear()  # keys/values of the old weights are not the new policy's
             self.version = update.version
             update.done.set_result(None)

@@ -78,3 +78,49 @@ def copy_state_dict(model: torch.nn.Module, source: Mapping[str, torch.Tensor]) 
         for target, value in pairs:
             target.copy_(value)
     return len(pairs)
+
+
+def _named_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters by canonical name, tied twins under each of their names."""
+    return {_canonical(n): p for n, p in model.named_parameters(remove_duplicate=False)}
+
+
+def _storage_problem(ours: torch.Tensor, theirs: torch.Tensor, name: str) -> str | None:
+    if tuple(ours.shape) != tuple(theirs.shape):
+        return f"weight {name!r} has shape {tuple(theirs.shape)}, the engine's {tuple(ours.shape)}"
+    if ours.dtype != theirs.dtype or ours.device != theirs.device:
+        return (
+            f"weight {name!r} is {theirs.dtype} on {theirs.device}, the engine's {ours.dtype} on {ours.device}; "
+            "sharing needs the same dtype and device (set the engine's share_trainer_weights: false to copy)"
+        )
+    return None
+
+
+def share_storage(model: torch.nn.Module, trainer_model: torch.nn.Module) -> int:
+    """Make ``trainer_model``'s parameters use ``model``'s storage, after copying their values into it.
+
+    From then on the engine samples from whatever the trainer's optimizer writes in place: one copy of the
+    weights in memory and nothing to copy at a weight sync. The trainer adopts the engine's tensors (not the
+    reverse) because the engine's lean forward has fused q/k/v and gate/up into one buffer per layer, which
+    the trainer's parameters then view. Idempotent: a second call checks the storage is still shared and
+    copies nothing. Raises EngineError when names, shapes, dtypes or devices differ, changing nothing.
+    Only for a trainer that never updates while the engine samples (trainer.mode sync, one process).
+    """
+    ours, theirs = _named_weights(model), _named_weights(trainer_model)
+    if set(ours) != set(theirs):
+        odd = sorted(set(ours) ^ set(theirs))
+        raise EngineError(
+            f"the trainer's model and the engine's differ in {len(odd)} parameter name(s), e.g. {odd[:3]}; "
+            "share weights only between two loads of the same architecture"
+        )
+    problems = [p for n in ours if (p := _storage_problem(ours[n], theirs[n], n)) is not None]
+    if problems:
+        raise EngineError(f"cannot share the trainer's weights: {problems[0]}")
+    if all(ours[n].data_ptr() == theirs[n].data_ptr() for n in ours):
+        return 0
+    with torch.inference_mode(False), torch.no_grad():  # parameters must stay normal tensors
+        for name, target in ours.items():
+            if target.data_ptr() != theirs[name].data_ptr():
+                target.copy_(theirs[name])
+                theirs[name].data = target.data
+    return len(ours)
