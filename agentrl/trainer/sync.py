@@ -2,8 +2,8 @@
 
 Invariant: after ``sync_weights(..., version=step)`` the engine samples from the trainer's weights
 and its ``weight_version`` equals the trainer step. How the weights travel (an in-process state
-dict, tensors, or a safetensors directory) is the engine backend's ``WeightTransport``
-(``cfg.engine.weight_transport(run_dir)``).
+dict, tensors, a safetensors directory, or nothing when the engine shares the trainer's parameters) is
+the engine backend's ``WeightTransport``, chosen once per job by ``session_transport``.
 """
 
 from __future__ import annotations
