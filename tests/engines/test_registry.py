@@ -151,10 +151,14 @@ def test_each_backend_names_its_weight_transport(tmp_path: Path) -> None:
 def test_embedded_preflight_checks_without_loading(tiny_model_dir: Path, tmp_path: Path) -> None:
     import json
 
+    from agentrl.engines.embedded.kv_cache import max_cols_bound
+
     config = EmbeddedEngineConfig(max_batch_size=8, max_seq_len=512, prefix_cache_tokens=1024)
     (line,) = asyncio.run(config.preflight(ModelConfig(path=str(tiny_model_dir), device="cpu")))
     per_token = kv_bytes_per_token(json.loads((tiny_model_dir / "config.json").read_text()), 4)
-    assert per_token > 0 and f"{per_token * 8 * 512 / 1024**3:.2f} GiB (8 x 512 tokens)" in line
+    columns = max_cols_bound(512)  # the bound the slot cache keeps (tests/engines/test_kv_memory_bound.py)
+    stated = f"{per_token * 8 * columns / 1024**3:.2f} GiB (8 rows x {columns} columns for 512-token sequences)"
+    assert per_token > 0 and stated in line
     assert line.startswith(f"engine embedded: loads {tiny_model_dir} in process on cpu (float32)")
     with pytest.raises(ModelLoadError, match="make-model"):
         asyncio.run(config.preflight(ModelConfig(path=str(tmp_path / "none"), device="cpu")))

@@ -80,13 +80,17 @@ class EmbeddedEngineConfig(EngineConfig):
         device = resolve_device(model.device)
         arch = json.loads((check_model_dir(model.path) / "config.json").read_text())
         dtype = model.dtype if model.dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
+        from agentrl.engines.embedded.kv_cache import max_cols_bound
+
         per_token = kv_bytes_per_token(arch, _DTYPE_BYTES[dtype])
-        batch_gib = per_token * self.max_batch_size * self.max_seq_len / _GIB
+        context = min(self.max_seq_len, int(arch.get("max_position_embeddings") or self.max_seq_len))
+        columns = max_cols_bound(context)  # rows share one write column: a full window plus relayout headroom
+        batch_gib = per_token * self.max_batch_size * columns / _GIB
         cache_gib = per_token * self.prefix_cache_tokens / _GIB
         return [
             f"engine embedded: loads {model.path} in process on {device} ({dtype}); keys/values at most "
-            f"{batch_gib:.2f} GiB ({self.max_batch_size} x {self.max_seq_len} tokens) + prefix cache "
-            f"{cache_gib:.2f} GiB"
+            f"{batch_gib:.2f} GiB ({self.max_batch_size} rows x {columns} columns for {context}-token sequences) "
+            f"+ prefix cache {cache_gib:.2f} GiB"
         ]
 
 

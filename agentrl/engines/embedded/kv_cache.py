@@ -14,38 +14,13 @@ come from the prefix cache, with the new tokens packed flat (no padding in the m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from agentrl.engines.embedded.step_layout import StepLayout
 from agentrl.errors import EngineError
 
 PrefixKV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values ``[kv_heads, tokens, head_dim]``
-
-
-@dataclass
-class StepLayout:
-    """Where one mixed step's tokens sit: ``decode_rows`` running rows (one token each, flat rows
-    ``[0, R)``), then the new rows' tokens packed flat, row after row.
-
-    New rows attend through a padded view ``[new_rows, max_new, ...]``: ``pad_index`` maps each flat
-    new token to its slot in that view, ``logit_index`` picks the flat tokens whose logits are wanted
-    (every decode token, each new row's last token).
-    """
-
-    decode_rows: int
-    new_rows: int
-    advance: int  # 1 when the running rows decode (``end`` moves on), else 0
-    positions: torch.Tensor  # [tokens] rope positions
-    logit_index: torch.Tensor | None  # [decode_rows + new_rows]; None when every token's logits are wanted
-    decode_lo: int = 0  # first column of the decode window
-    decode_mask: torch.Tensor | None = None  # [R, 1, 1, cols] or None (rows level)
-    new_lo: int = 0  # first column of the new rows' window
-    new_max: int = 0  # longest new token run (the padded view's length)
-    new_mask: torch.Tensor | None = None  # [k, 1, new_max, cols]
-    pad_index: torch.Tensor | None = None  # [new tokens] slot of each in the padded view
-    new_rows_index: torch.Tensor | None = None  # [new tokens] cache row of each
-    new_cols_index: torch.Tensor | None = None  # [new tokens] cache column of each
+__all__ = ["PrefixKV", "SlotKVCache", "StepLayout", "max_cols_bound"]
 
 
 class SlotKVCache:
@@ -58,9 +33,11 @@ class SlotKVCache:
 
     is_compileable = False
 
-    def __init__(self, num_layers: int, *, max_cols: int) -> None:
+    def __init__(self, num_layers: int, *, max_cols: int, max_rows: int | None = None) -> None:
         self.num_layers = num_layers
         self.max_cols = max_cols
+        # the scheduler never runs more rows than its batch size: doubling past it would only hold unused memory
+        self.max_rows = max_rows
         self.keys: list[torch.Tensor | None] = [None] * num_layers
         self.values: list[torch.Tensor | None] = [None] * num_layers
         self.rows_cap = 0
@@ -367,9 +344,18 @@ class SlotKVCache:
         start = max(window, live)  # new ``end``: enough room on the left for the window
         # keep half the columns free after a relayout, so relayouts stay rare (amortised O(1) per token)
         cols = self.cols_cap if 2 * (start + extra) <= self.cols_cap else max(2 * (start + extra), 64)
-        cols = min(cols, self.max_cols + self.max_cols // 2 + 1)  # bounded memory; still >= start + extra
+        cols = min(cols, self.cols_bound)  # bounded memory; still >= start + extra
         rows_cap = self.rows_cap if rows <= self.rows_cap else max(2 * self.rows_cap, rows, 4)
+        if self.max_rows is not None:
+            rows_cap = max(rows, min(rows_cap, self.max_rows))
         self._relayout(rows_cap, cols, live_lo, start)
+
+    @property
+    def cols_bound(self) -> int:
+        """Most columns a buffer grows to: ``max_cols`` plus a quarter of it as headroom, so that, with every
+        row right-aligned to one write column, a full-length window relayouts at most once per max_cols / 4
+        decode steps (a relayout copies the live keys/values)."""
+        return max_cols_bound(self.max_cols)
 
     def _relayout(self, rows_cap: int, cols_cap: int, live_lo: int, new_end: int) -> None:
         """Copy live columns ``[live_lo, end)`` to end at ``new_end`` in fresh buffers."""
@@ -384,6 +370,11 @@ class SlotKVCache:
                 bufs[i] = new
         self.rows_cap, self.cols_cap, self.end = rows_cap, cols_cap, new_end
         self._decode_mask_cols = None
+
+
+def max_cols_bound(max_cols: int) -> int:
+    """Columns a ``SlotKVCache`` with ``max_cols`` holds at most (its memory bound, with rows x bytes/token)."""
+    return max_cols + max_cols // 4 + 1
 
 
 def _additive(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

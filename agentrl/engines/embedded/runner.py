@@ -23,12 +23,14 @@ class ModelRunner:
     anything else, or ``lean=False``, runs the model's own HF forward. ``lean_reason`` says why not.
     """
 
-    def __init__(self, model: torch.nn.Module, *, max_seq_len: int, lean: bool = True) -> None:
+    def __init__(
+        self, model: torch.nn.Module, *, max_seq_len: int, lean: bool = True, max_rows: int | None = None
+    ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         num_layers = int(model.config.num_hidden_layers)
-        self.cache = SlotKVCache(num_layers, max_cols=max_seq_len)
+        self.cache = SlotKVCache(num_layers, max_cols=max_seq_len, max_rows=max_rows)
         params = inspect.signature(model.forward).parameters
         # transformers 5.x renamed past_key_values -> cache (the old name warns until 5.40)
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
