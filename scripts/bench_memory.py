@@ -5,9 +5,10 @@ completion tokens) with SmolLM2-135M's architecture, side by side for the traine
 runs in its own subprocess, so its ``ru_maxrss`` is that option's honest peak; ``state_gb`` is the RSS after the
 first update (model, gradients, AdamW state: what no option changes) and ``activations_gb`` the peak above it.
 
-``job``: the real job (``agentrl train CONFIG`` for a few steps, no evaluation) per option set, with the peak RSS
-of every phase (model load, rollout, update, weight sync, checkpoint) sampled by resetting the kernel's
-high-water mark (``/proc/self/clear_refs``) at each phase start. Run it under ``flock /tmp/agentrl-heavy.lock``.
+``job``: the real job (``agentrl train CONFIG`` for a few steps; the held-out evaluations only with ``--eval``) per
+option set, with the peak RSS of every phase (model load, rollout, update, weight sync, checkpoint, eval) sampled by
+resetting the kernel's high-water mark (``/proc/self/clear_refs``) at each phase start. Run it under
+``flock /tmp/agentrl-heavy.lock``.
 
     python scripts/bench_memory.py                                   # step options, random SmolLM2-shaped weights
     python scripts/bench_memory.py job --config configs/quickstart_single.yaml --steps 3 \\
@@ -199,7 +200,7 @@ def _watched(phases: list[dict[str, Any]], name: str, fn: Any, is_async: bool) -
     return run_async if is_async else run_sync
 
 
-def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, Any]:
+def job_worker(config: str, overrides: list[str], run_root: Path, with_eval: bool = False) -> dict[str, Any]:
     """``agentrl train`` with each phase's peak RSS recorded (the phases are wrapped, nothing else changes)."""
     import agentrl.trainer.loop as loop
     import agentrl.trainer.step_end as step_end
@@ -215,11 +216,15 @@ def job_worker(config: str, overrides: list[str], run_root: Path) -> dict[str, A
     step_end.save_session = watched("checkpoint", step_end.save_session, False)
     RolloutOrchestrator.collect_step = watched("rollout", RolloutOrchestrator.collect_step, True)
     PolicyUpdater.update = watched("update", PolicyUpdater.update, False)
-    quiet = ["logging.progress=false", "logging.wandb_mode=disabled", "eval.splits=[]", f"logging.run_root={run_root}"]
+    if with_eval:
+        loop.heldout_eval = watched("eval", loop.heldout_eval, True)
+    quiet = ["logging.progress=false", "logging.wandb_mode=disabled", f"logging.run_root={run_root}"]
+    quiet += [] if with_eval else ["eval.splits=[]"]
     cfg = load_config(config, [*overrides, *quiet])
     started = time.perf_counter()
     run_dir = loop.train(cfg, config_name="bench_memory")
-    steps = [json.loads(line)["perf/step_s"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["perf/step_s"] for r in records if "perf/step_s" in r]  # evaluation records have no step time
     return {
         "overrides": overrides,
         "wall_s": time.perf_counter() - started,
@@ -249,6 +254,7 @@ def run_jobs(args: argparse.Namespace) -> dict[str, Any]:
             args.config,
             "--run-root",
             str(args.run_root),
+            *(["--eval"] if args.eval else []),
         ]
         cmd += [arg for o in overrides for arg in ("-o", o)]
         env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
@@ -276,12 +282,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="job: training steps per option.")
     parser.add_argument("--option", action="append", help="job: NAME=override;override (repeat; in order).")
     parser.add_argument("-o", "--override", action="append", default=[], help="job: override for every option.")
+    parser.add_argument("--eval", action="store_true", help="job: keep the config's held-out evaluations (phase eval).")
     parser.add_argument("--run-root", type=Path, default=Path("runs/bench_memory"), help="job: run directories.")
     args = parser.parse_args()
     if args.worker and args.mode == "step":
         print(json.dumps(step_worker(args.worker, args)))
     elif args.worker:
-        print(json.dumps(job_worker(args.config, args.override, args.run_root)))
+        print(json.dumps(job_worker(args.config, args.override, args.run_root, with_eval=args.eval)))
     else:
         print(json.dumps(run_steps(args) if args.mode == "step" else run_jobs(args), indent=1))
 

@@ -28,3 +28,10 @@ def test_job_profile_has_every_phase(tiny_job: Path, tmp_path: Path) -> None:
     job = report["options"]["ckpt"]
     assert set(job["phase_peak_gb"]) == {"load", "rollout", "update", "sync", "checkpoint"}
     assert job["peak_gb"] >= max(job["phase_peak_gb"].values()) > 0.1 and len(job["step_s"]) == 1
+
+
+def test_job_profile_with_eval_records_both_evaluations(tiny_job: Path, tmp_path: Path) -> None:
+    args = ["job", "--config", str(tiny_job), "--steps", "1", "--run-root", str(tmp_path / "runs"), "--eval"]
+    job = json.loads(run_script("bench_memory.py", *args))["options"]["baseline"]
+    evals = [p for p in job["phases"] if p["phase"] == "eval"]
+    assert len(evals) == 2 and all(p["peak_gb"] > 0.1 and p["s"] > 0 for p in evals)  # before and after
