@@ -229,10 +229,11 @@ class PolicyLoss(PluginSettings):
     ) -> tuple[PreparedBatch, LossTerms, torch.Tensor, dict[str, float]]:
         """Surrogate against the proximal policy, each row (or token) weighted by the detached behaviour weight."""
         mode = off_policy.proximal
-        if mode == "recompute" and batch.logp_behaviour is None:
-            raise ConfigError("proximal 'recompute' needs the engine's logprobs (LossBatch.logp_behaviour)")
+        if off_policy.recomputes and batch.logp_behaviour is None:
+            raise ConfigError(f"proximal {mode!r} needs the engine's logprobs (LossBatch.logp_behaviour)")
         mask = batch.mask.bool()
-        behaviour = torch.where(mask, (batch.logp_old if mode != "recompute" else batch.logp_behaviour).float(), 0.0)
+        engine = batch.logp_behaviour if off_policy.recomputes else batch.logp_old
+        behaviour = torch.where(mask, engine.float(), 0.0)  # type: ignore[union-attr]
         current = torch.where(mask, batch.logp_new.detach().float(), 0.0)
         proximal = proximal_logprobs(mode, behaviour, current, batch.lags, recomputed=batch.logp_old)
         x = prepare(dataclasses.replace(batch, logp_old=proximal), self)

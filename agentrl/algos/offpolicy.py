@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from agentrl.config.offpolicy import (
+    RECOMPUTED_PROXIMAL,
     ISCorrection,
     ISCorrectionBase,
     Level,
@@ -53,9 +54,9 @@ def proximal_logprobs(
     """
     if mode == "behaviour":
         return behaviour.detach()
-    if mode == "recompute":
+    if mode in RECOMPUTED_PROXIMAL:  # recompute_stale: the caller left a fresh row's behaviour in ``recomputed``
         if recomputed is None:
-            raise ValueError("proximal 'recompute' needs the step-start trainer logprobs (recomputed=...)")
+            raise ValueError(f"proximal {mode!r} needs the step-start trainer logprobs (recomputed=...)")
         return recomputed.detach()
     if lags is None:
         raise ValueError("proximal 'interpolate' needs each token's version lag (lags=...)")

@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 if TYPE_CHECKING:
     import torch
 
-Proximal = Literal["behaviour", "recompute", "interpolate"]
+Proximal = Literal["behaviour", "recompute", "recompute_stale", "interpolate"]
+# the modes whose proximal policy is a trainer forward at the step start (recompute_stale: only of stale rows)
+RECOMPUTED_PROXIMAL: frozenset[str] = frozenset({"recompute", "recompute_stale"})
 Level = Literal["token", "sequence"]
 
 
@@ -86,6 +88,11 @@ class OffPolicy(BaseModel):
         if isinstance(value, dict) and isinstance(value.get("is_correction"), str):
             value = {**value, "is_correction": {"name": value["is_correction"]}}
         return value
+
+    @property
+    def recomputes(self) -> bool:
+        """True when the proximal policy needs the step-start trainer forward (recompute, recompute_stale)."""
+        return self.proximal in RECOMPUTED_PROXIMAL
 
     @property
     def decoupled(self) -> bool:

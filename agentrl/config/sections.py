@@ -170,8 +170,9 @@ class AlgorithmConfig(StrictModel):
     )
     proximal: Proximal | None = Field(
         None,
-        description="Decoupled objective (GSPO.md section 5): the proximal policy the clip is taken against. behaviour "
-        "(the engine's logprobs), recompute (one no-grad trainer forward at the step start) or interpolate "
+        description="Decoupled objective (GSPO.md section 5): the clip's policy. behaviour (the engine's logprobs), "
+        "recompute (a no-grad trainer forward at the step start), recompute_stale (that forward only for rows with "
+        "tokens of older weights; for an engine matching the trainer, as the embedded float32 one) or interpolate "
         "(b + lag/(lag+1) (sg[current] - b) per token, no pass). None follows old_logprobs (engine: behaviour).",
     )
     is_correction: ISCorrection = Field(

@@ -140,7 +140,7 @@ class PolicyUpdater:
         start = time.perf_counter()
         self.version = version
         metrics: dict[str, float] = lag_metrics(rows, version)
-        if self.off_policy.proximal == "recompute":
+        if self.off_policy.recomputes:
             metrics.update(self.recompute_old_logprobs(rows))
         elif audit:
             metrics.update(self.audit_engine_logprobs(rows))
@@ -229,10 +229,10 @@ class PolicyUpdater:
 
     @torch.no_grad()
     def _trainer_logprobs(self, rows: list[TrainRow]) -> list[tuple[MicroBatch, torch.Tensor]]:
-        """The trainer's logprobs (loss layout, CPU) of this rank's rows, micro-batch by micro-batch."""
+        """The trainer's logprobs (loss layout, CPU) of rows this rank holds, micro-batch by micro-batch."""
         out = []
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            for micro in self._micro_batches(self._local_rows(rows)):
+            for micro in self._micro_batches(rows):
                 dev = micro.to(self.device)
                 with self._autocast():
                     logp = self._forward(dev).logp_bt
@@ -240,17 +240,40 @@ class PolicyUpdater:
         return out
 
     def recompute_old_logprobs(self, rows: list[TrainRow]) -> dict[str, float]:
-        """Replace the engine logprobs by a trainer forward (pi_old := current policy); log the mismatch."""
+        """Replace the engine logprobs by a trainer forward (pi_old := current policy); log the mismatch.
+
+        Only rows the loss will see are forwarded (a row with no non-zero advantage gives no gradient), and with
+        ``proximal: recompute_stale`` only those holding a token sampled before this step's weights: a fresh
+        row's proximal is its behaviour (the engine's logprobs), kept as both.
+        """
+        here = self._trained_here(rows)
+        chosen = [r for r in here if r.trainable and self._needs_recompute(r)]
+        if self.off_policy.decoupled:
+            chosen_ids = {id(r) for r in chosen}
+            for row in here:
+                if not row.logp_behaviour and id(row) not in chosen_ids:
+                    row.logp_behaviour = list(row.logp_old)  # p = b for this row
         meter = MismatchMeter(self.loss)
-        for micro, logp in self._trainer_logprobs(rows):
+        for micro, logp in self._trainer_logprobs(chosen):
             meter.add(micro, logp)
             if any(r.episode_index >= 0 for r in micro.rows):
                 write_back(micro, logp, keep_behaviour=self.off_policy.decoupled)
-        return meter.metrics("mismatch")
+        recomputed = sum_over_ranks([float(len(chosen))], self.dist)[0]
+        return {**meter.metrics("mismatch"), "train/recomputed_rows": recomputed}
+
+    def _needs_recompute(self, row: TrainRow) -> bool:
+        """recompute_stale: does a trained token of ``row`` come from older weights (or from unknown ones)?"""
+        if self.off_policy.proximal != "recompute_stale" or self.version is None or not row.versions:
+            return True
+        return any(m and v < self.version for m, v in zip(row.mask, row.versions))  # -1: unknown, recomputed
+
+    def _trained_here(self, rows: list[TrainRow]) -> list[TrainRow]:
+        """The rows this rank's mini-batch steps will train (its share of each mini-batch), in order."""
+        return [r for mini in split_mini_batches(rows, self.cfg.mini_batches) for r in self._local_rows(mini)]
 
     def audit_engine_logprobs(self, rows: list[TrainRow]) -> dict[str, float]:
         """Measure the engine-trainer mismatch of the batch before the update, changing nothing (audit/*)."""
         meter = MismatchMeter(self.loss)
-        for micro, logp in self._trainer_logprobs(rows):
+        for micro, logp in self._trainer_logprobs(self._trained_here(rows)):
             meter.add(micro, logp)
         return meter.metrics("audit")

@@ -54,3 +54,37 @@ def test_stale_tokens_report_their_lag_and_keep_the_behaviour_logprobs(tiny_lm: 
     assert metrics["train/is_masked_frac_seq"] == pytest.approx(1.0)
     assert metrics["train/is_abs_log_ratio_mean"] == pytest.approx(0.05, abs=2e-3)
     assert metrics["mismatch/abs_mean"] == pytest.approx(0.05, abs=2e-3)
+
+
+def _mixed_lag_rows(lm: torch.nn.Module, algo: AlgorithmConfig) -> list:
+    """Group 0 sampled by the current weights (version 3, the trainer's exact logprobs), group 1 two versions
+    ago (logprobs 0.05 off), group 2 stale too but with equal rewards (no gradient)."""
+    fresh = make_groups(lm, [REWARDS[0]], version=3)
+    stale = make_groups(lm, [REWARDS[1], [0.5, 0.5, 0.5, 0.5]], version=1, seed=1)
+    for ep in (e for g in stale for e in g):
+        seg = ep.segments[0]
+        seg.logprobs = [lp - 0.05 if m else 0.0 for lp, m in zip(seg.logprobs, seg.loss_mask)]
+    return build_rows([*fresh, *stale], 4, algo, 3)
+
+
+def test_recompute_stale_forwards_only_stale_trainable_rows_and_updates_as_recompute(
+    tiny_lm: torch.nn.Module,
+) -> None:
+    every_lm = copy.deepcopy(tiny_lm)
+    every = AlgorithmConfig(proximal="recompute", is_correction={"name": "tis", "cap": 2.0})
+    stale_only = AlgorithmConfig(proximal="recompute_stale", is_correction={"name": "tis", "cap": 2.0})
+    m_every = _updater(every_lm, every).update(_mixed_lag_rows(every_lm, every), version=3)
+    rows = _mixed_lag_rows(tiny_lm, stale_only)
+    engine = [list(r.logp_old) for r in rows]
+    m_stale = _updater(tiny_lm, stale_only).update(rows, version=3)
+    # neither forwards group 2 nor group 1's reward-0.4 row (its advantage is 0); group 0 only recompute does
+    assert m_every["train/recomputed_rows"] == 7.0 and m_stale["train/recomputed_rows"] == 3.0
+    assert [r.logp_old for r in rows[:4]] == engine[:4]  # fresh rows keep the engine's as proximal
+    trained_stale = [i for i in range(4, 8) if rows[i].trainable]
+    assert len(trained_stale) == 3 and all(rows[i].logp_old != engine[i] for i in trained_stale)  # recomputed
+    assert [r.logp_behaviour for r in rows[:8]] == engine[:8]
+    # the engine of the fresh rows matches the trainer, so the two proximal policies give the same update
+    assert m_stale["train/loss"] == pytest.approx(m_every["train/loss"], rel=1e-5, abs=1e-7)
+    for (name, a), b in zip(tiny_lm.state_dict().items(), every_lm.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    assert m_stale["train/is_abs_log_ratio_mean"] == pytest.approx(m_every["train/is_abs_log_ratio_mean"], abs=1e-5)
