@@ -55,6 +55,9 @@ VARIANTS: dict[str, list[str]] = {
     # well as exact_sync. interpolate needs no forward but leaves a lag-1 ratio at half its distance from 1,
     # still far outside GSPO's band (docs/algorithm.md). (recompute without the IS weight is exactly "partial".)
     "all_recompute": [*PARTIAL, *DECOUPLED],
+    # the same objective with the recompute forward over stale rows only (fresh rows' proximal is the engine's,
+    # which matches the trainer's to ~1e-6 here): configs/quickstart*.yaml's default since 2026-12-02
+    "all_recompute_stale": [*PARTIAL, *DECOUPLED[:1], "algorithm.proximal=recompute_stale", *DECOUPLED[2:]],
     "all_interpolate": [
         *PARTIAL,
         "algorithm.old_logprobs=engine",
