@@ -65,12 +65,23 @@ def reap_stale_containers(client: Any, *, run_id: str | None = None) -> list[str
     for summary in labelled_containers(client, f"{RUN_LABEL}={run_id}" if run_id else LABEL):
         if run_id is None and owner_alive((summary.get("Labels") or {}).get(OWNER_LABEL, "")):
             continue
-        try:
-            client.api.remove_container(summary["Id"], force=True)
-        except docker.errors.NotFound:
-            continue  # another reaper got there first
-        removed.append((summary.get("Names") or [summary["Id"]])[0].lstrip("/"))
+        if _remove_unless_taken(client, summary["Id"]):
+            removed.append((summary.get("Names") or [summary["Id"]])[0].lstrip("/"))
     return removed
+
+
+def _remove_unless_taken(client: Any, container_id: str) -> bool:
+    """Force-remove a container; False when another remover (a reaper, a closing pool) has it or had it."""
+    try:
+        client.api.remove_container(container_id, force=True)
+    except docker.errors.NotFound:
+        return False  # already removed
+    except docker.errors.APIError as exc:
+        # the engine answers 409 "removal of container ... is already in progress" while another client removes it
+        if exc.status_code == 409 and "already in progress" in str(exc.explanation or exc):
+            return False
+        raise
+    return True
 
 
 def reap_stale_once(client: Any, engine: str) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import docker.errors
 import pytest
+import requests
 
 from sandboxes.docker_backend import connect
 from sandboxes.reaper import OWNER_LABEL, labelled_containers, owner_tag
@@ -86,6 +87,9 @@ def test_listing_and_reaping_survive_containers_removed_concurrently(config_for:
                 client.api.remove_container(container_id, force=True)
             except docker.errors.NotFound:
                 pass  # the reaper below got there first
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: the reaper's removal of it is in progress
+                    raise
 
     remover = threading.Thread(target=remove_all)
     remover.start()
@@ -95,3 +99,35 @@ def test_listing_and_reaping_survive_containers_removed_concurrently(config_for:
         reap_stale_containers(client, run_id=run_id)  # removes what the other thread has not yet: both race
     remover.join()
     assert listings and labelled_containers(client, f"{RUN_LABEL}={run_id}") == []
+
+
+class _ConflictingEngine:
+    """A fake Docker API client (named as such): it answers each removal with a scripted error, because the
+    engine's 409 "removal already in progress" comes only from a race that the real test above provokes
+    nondeterministically."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.api = self
+
+    def containers(self, **_: Any) -> list[dict[str, Any]]:
+        return [{"Id": "c1", "Names": ["/sandbox-1"], "Labels": {}, "State": "exited"}]
+
+    def remove_container(self, container_id: str, force: bool) -> None:
+        raise self.error
+
+
+def test_a_removal_already_in_progress_is_someone_elses_and_other_engine_errors_surface() -> None:
+    from sandboxes.reaper import reap_stale_containers
+
+    response = requests.Response()
+    response.status_code = 409
+    in_progress = docker.errors.APIError(
+        "conflict", response=response, explanation="removal of container c1 is already in progress"
+    )
+    assert reap_stale_containers(_ConflictingEngine(in_progress), run_id="r") == []
+    response_500 = requests.Response()
+    response_500.status_code = 500
+    broken = docker.errors.APIError("boom", response=response_500, explanation="driver failed")
+    with pytest.raises(docker.errors.APIError, match="driver failed"):
+        reap_stale_containers(_ConflictingEngine(broken), run_id="r")
