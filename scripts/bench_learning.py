@@ -57,7 +57,12 @@ VARIANTS: dict[str, list[str]] = {
     "all_recompute": [*PARTIAL, *DECOUPLED],
     # the same objective with the recompute forward over stale rows only (fresh rows' proximal is the engine's,
     # which matches the trainer's to ~1e-6 here): configs/quickstart*.yaml's default since 2026-12-02
-    "all_recompute_stale": [*PARTIAL, *DECOUPLED[:1], "algorithm.proximal=recompute_stale", *DECOUPLED[2:]],
+    "all_recompute_stale": [
+        *PARTIAL,
+        "algorithm.old_logprobs=engine",
+        "algorithm.proximal=recompute_stale",
+        "algorithm.is_correction=tis",
+    ],
     "all_interpolate": [
         *PARTIAL,
         "algorithm.old_logprobs=engine",

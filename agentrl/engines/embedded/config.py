@@ -75,13 +75,12 @@ class EmbeddedEngineConfig(EngineConfig):
 
     async def preflight(self, model: ModelConfig) -> list[str]:
         """Device available, model directory present, and the worst-case key/value memory (nothing loads)."""
+        from agentrl.engines.embedded.kv_cache import max_cols_bound
         from agentrl.models.loading import check_model_dir, resolve_device
 
         device = resolve_device(model.device)
         arch = json.loads((check_model_dir(model.path) / "config.json").read_text())
         dtype = model.dtype if model.dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
-        from agentrl.engines.embedded.kv_cache import max_cols_bound
-
         per_token = kv_bytes_per_token(arch, _DTYPE_BYTES[dtype])
         context = min(self.max_seq_len, int(arch.get("max_position_embeddings") or self.max_seq_len))
         columns = max_cols_bound(context)  # rows share one write column: a full window plus relayout headroom

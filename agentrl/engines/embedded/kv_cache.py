@@ -344,18 +344,11 @@ class SlotKVCache:
         start = max(window, live)  # new ``end``: enough room on the left for the window
         # keep half the columns free after a relayout, so relayouts stay rare (amortised O(1) per token)
         cols = self.cols_cap if 2 * (start + extra) <= self.cols_cap else max(2 * (start + extra), 64)
-        cols = min(cols, self.cols_bound)  # bounded memory; still >= start + extra
+        cols = min(cols, max_cols_bound(self.max_cols))  # bounded memory; still >= start + extra
         rows_cap = self.rows_cap if rows <= self.rows_cap else max(2 * self.rows_cap, rows, 4)
         if self.max_rows is not None:
             rows_cap = max(rows, min(rows_cap, self.max_rows))
         self._relayout(rows_cap, cols, live_lo, start)
-
-    @property
-    def cols_bound(self) -> int:
-        """Most columns a buffer grows to: ``max_cols`` plus a quarter of it as headroom, so that, with every
-        row right-aligned to one write column, a full-length window relayouts at most once per max_cols / 4
-        decode steps (a relayout copies the live keys/values)."""
-        return max_cols_bound(self.max_cols)
 
     def _relayout(self, rows_cap: int, cols_cap: int, live_lo: int, new_end: int) -> None:
         """Copy live columns ``[live_lo, end)`` to end at ``new_end`` in fresh buffers."""
@@ -373,7 +366,9 @@ class SlotKVCache:
 
 
 def max_cols_bound(max_cols: int) -> int:
-    """Columns a ``SlotKVCache`` with ``max_cols`` holds at most (its memory bound, with rows x bytes/token)."""
+    """Columns a ``SlotKVCache`` with ``max_cols`` holds at most (its memory bound, with rows x bytes/token):
+    ``max_cols`` plus a quarter as headroom, so that, with every row right-aligned to one write column, a
+    full-length window relayouts (copies the live keys/values) at most once per max_cols / 4 decode steps."""
     return max_cols + max_cols // 4 + 1
 
 
