@@ -47,6 +47,15 @@ VARIANTS: dict[str, list[str]] = {
     "partial_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", *RECOMPUTED],
     "engine_logprobs": ["rollout.partial_rollout=false", *ENGINE],
     "async": ["rollout.partial_rollout=false", *ENGINE, "trainer.mode=async"],
+    # async with the objective made for its stale samples (every trained token is about one version old, so the
+    # plain objective's band clips them): the configs' decoupled default, as a user would run async
+    "async_recompute_stale": [
+        "rollout.partial_rollout=false",
+        "algorithm.old_logprobs=engine",
+        "algorithm.proximal=recompute_stale",
+        "algorithm.is_correction=tis",
+        "trainer.mode=async",
+    ],
     # all together
     "all": ALL,
     "all_start": ["rollout.partial_rollout=true", "rollout.batch_order=start", *ENGINE],

@@ -265,3 +265,28 @@ def test_the_engine_shares_cores_during_the_update_and_takes_them_all_after_it(
     finally:
         torch.set_num_threads(outside)
     assert during == [1] * 3 and after == [2] * 3
+
+
+@pytest.mark.slow
+def test_async_with_recompute_stale_forwards_exactly_the_rows_sampled_by_older_weights(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The decoupled objective async needs: step 1 is sampled by the weights it trains (nothing to recompute);
+    every later step was sampled during the previous update, so each of its trained rows is forwarded once."""
+    from agentrl.trainer.loop import train
+
+    path = _config(tmp_path, tiny_model_dir)
+    overrides = [
+        "logging.run_name=async_stale",
+        "trainer.mode=async",
+        "algorithm.old_logprobs=engine",
+        "algorithm.proximal=recompute_stale",
+        "algorithm.is_correction={name: tis, cap: 2.0}",
+    ]
+    records = _records(train(load_config(path, overrides), config_name="run"))
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert records[0]["train/recomputed_rows"] == 0
+    for record in records[1:]:
+        trained = record["train/rows"] - record["train/skipped_zero_adv_rows"]
+        assert record["train/token_lag_mean"] == 1.0  # every trained token is one version old
+        assert trained > 0 and record["train/recomputed_rows"] == trained
