@@ -15,18 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
-from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError
+from agentrl.errors import ConfigError
 from envs.code_agent.config import CodeAgentConfig
 from envs.code_agent.feedback import draft_report, instructions, output_block
 from envs.code_agent.verdicts import Verdicts, run_tests
 from envs.code_exec.actions import CodeAction, defines_function, parse_action
 from envs.code_exec.env import run_python, submit
-from envs.code_exec.grading import Grader, GraderConfig
-from envs.code_exec.sandboxing import open_sandbox, shorten
+from envs.code_exec.sandboxing import shorten
+from envs.code_exec.session import SandboxSession
 from envs.code_tasks import GeneratedTask, generate_tasks
 
 
-class CodeAgentEnv(MultiTurnEnv):
+class CodeAgentEnv(SandboxSession, MultiTurnEnv):
     """Multi-turn coding with feedback on visible examples; hidden tests decide the outcome.
 
     Pair it with ``rollout.stop: ["\\n```\\n"]`` so a turn ends when its code block closes.
@@ -43,8 +43,6 @@ class CodeAgentEnv(MultiTurnEnv):
             raise ConfigError(f"the generator config {self.config.tasks} has no tasks in split {self.config.split!r}")
         self._by_id = {task.task_id: task for task in self._tasks}
         self.task: GeneratedTask = self._tasks[0]
-        self._sandbox: Any = None
-        self._grader: Grader | None = None
         self._clear()
 
     def _clear(self) -> None:
@@ -54,20 +52,6 @@ class CodeAgentEnv(MultiTurnEnv):
         self.potential = 0.0  # fraction of visible examples the latest draft passes
         self.shaping_total = 0.0
         self.flags: list[str] = []  # hack flags raised by any check of this episode
-
-    @property
-    def sandbox(self) -> Any:
-        """The env's sandbox, started on first use (so constructing an env starts nothing)."""
-        if self._sandbox is None:
-            self._sandbox = open_sandbox(self.config.sandbox)
-        return self._sandbox
-
-    @property
-    def grader(self) -> Grader:
-        """The env's grader (its judge process starts on the first check)."""
-        if self._grader is None:
-            self._grader = Grader(GraderConfig(per_test_timeout_s=self.config.test_timeout_s))
-        return self._grader
 
     def task_ids(self) -> list[str]:
         """Task ids of the configured split."""
@@ -82,8 +66,7 @@ class CodeAgentEnv(MultiTurnEnv):
         task_id = self.choose_task_id(options, self._by_id, where)
         self.task = self._by_id[task_id]
         self._clear()
-        if self._sandbox is not None:
-            self._sandbox.reset()
+        self.reset_session()
         prompt = f"{self.task.prompt}\n\n{instructions(self.task, self.max_turns, self.config.submit)}"
         return [user(prompt)], {"task_id": task_id, "kind": self.task.kind, "entry_point": self.task.entry_point}
 
@@ -238,17 +221,7 @@ class CodeAgentEnv(MultiTurnEnv):
 
     def preflight(self) -> list[str]:
         """Start this env's sandbox and run one cell: proves the Docker engine, the image and the limits work."""
-        result = self.sandbox.run_python("print(6 * 7)", timeout_s=self.config.cell_timeout_s)
-        if result.stdout.strip() != "42":
-            raise PreflightError(
-                f"the sandbox answered {result.stdout!r} (stderr {result.stderr[-300:]!r}) to print(6 * 7); run "
-                "`bash scripts/docker_setup.sh` to (re)start Docker and build the image, or set "
-                "env.kwargs.sandbox.kind: process"
-            )
-        return [
-            f"sandbox {type(self.sandbox).__name__} ({len(self._tasks)} generated tasks, split {self.config.split!r}): "
-            f"a cell ran in {result.duration_s * 1000:.1f} ms"
-        ]
+        return self.sandbox_preflight(f"{len(self._tasks)} generated tasks, split {self.config.split!r}")
 
     def snapshot(self) -> dict[str, Any]:
         """Task, turn, draft, shaping state and the session's cells with their outputs (replayed on restore)."""
@@ -265,26 +238,9 @@ class CodeAgentEnv(MultiTurnEnv):
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Rebuild ``snapshot``'s state: re-run its cells, and fail (the episode restarts) if an output differs."""
         self.task = self._by_id[snapshot["task_id"]]
-        if self._sandbox is not None:
-            self._sandbox.reset()
-        for cell in snapshot["cells"]:
-            result = self.sandbox.run_python(cell["code"], timeout_s=self.config.cell_timeout_s)
-            text = shorten(result, self.config.max_output_chars)
-            if text != cell["output"]:
-                raise ReplayDivergenceError(
-                    f"replaying a cell of {self.task.task_id} printed {text[:120]!r}, not the recorded "
-                    f"{cell['output'][:120]!r} (time, randomness or files): the episode must restart"
-                )
+        cells = snapshot["cells"]
+        self.replay_cells(self.task.task_id, [cell["code"] for cell in cells], [cell["output"] for cell in cells])
         self.cells = [dict(cell) for cell in snapshot["cells"]]
         self.turn, self.draft = int(snapshot["turn"]), snapshot["draft"]
         self.potential, self.shaping_total = float(snapshot["potential"]), float(snapshot["shaping_total"])
         self.flags = list(snapshot.get("flags", []))  # absent in snapshots written before hack flags
-
-    def close(self) -> None:
-        """Release the sandbox and the grader's judge process (idempotent)."""
-        if self._grader is not None:
-            self._grader.close()
-            self._grader = None
-        if self._sandbox is not None:
-            self._sandbox.close()
-            self._sandbox = None

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
-from agentrl.errors import ConfigError, PreflightError, ReplayDivergenceError
+from agentrl.errors import ConfigError, ReplayDivergenceError
 from envs.code_exec.actions import CodeAction, parse_action
 from envs.code_exec.config import CodeExecConfig
-from envs.code_exec.grading import Grader, GraderConfig
-from envs.code_exec.sandboxing import open_sandbox, shorten
+from envs.code_exec.sandboxing import shorten
+from envs.code_exec.session import SandboxSession
 from envs.code_exec.tasks import CodingTask, load_tasks
 
 
@@ -40,7 +40,7 @@ def submit(code: str) -> str:
     raise NotImplementedError("executed by CodeExecEnv inside its sandbox")
 
 
-class CodeExecEnv(MultiTurnEnv):
+class CodeExecEnv(SandboxSession, MultiTurnEnv):
     """Multi-turn sandboxed coding: run cells, then submit a function graded by hidden tests.
 
     Pair it with ``rollout.stop: ["```\\n", "</tool_call>"]`` so a turn ends when its code block
@@ -70,22 +70,6 @@ class CodeExecEnv(MultiTurnEnv):
         self.cells: list[str] = []
         self.outputs: list[str] = []  # what each cell showed the model (restore() compares the replay with it)
         self.turn = 0
-        self._sandbox: Any = None
-        self._grader: Grader | None = None
-
-    @property
-    def sandbox(self) -> Any:
-        """The env's sandbox, started on first use (so constructing an env starts nothing)."""
-        if self._sandbox is None:
-            self._sandbox = open_sandbox(self.config.sandbox)
-        return self._sandbox
-
-    @property
-    def grader(self) -> Grader:
-        """The env's grader (its judge process starts on the first submission)."""
-        if self._grader is None:
-            self._grader = Grader(GraderConfig(per_test_timeout_s=self.config.test_timeout_s))
-        return self._grader
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools' schemas for the chat template, only with ``expose_tools`` (fenced code blocks always work)."""
@@ -102,8 +86,7 @@ class CodeExecEnv(MultiTurnEnv):
         super().reset(seed=seed)
         task_id = self.choose_task_id(options, self._by_id, f"{self.config.tasks!r} split {self.config.split!r}")
         self.task, self.cells, self.outputs, self.turn = self._by_id[task_id], [], [], 0
-        if self._sandbox is not None:
-            self._sandbox.reset()
+        self.reset_session()
         return [user(self._instructions())], {
             "task_id": task_id,
             "kind": self.task.kind,
@@ -182,18 +165,7 @@ class CodeExecEnv(MultiTurnEnv):
 
     def preflight(self) -> list[str]:
         """Start this env's sandbox and run one cell: proves the Docker engine, the image and the limits work."""
-        result = self.sandbox.run_python("print(6 * 7)", timeout_s=self.config.cell_timeout_s)
-        if result.stdout.strip() != "42":
-            raise PreflightError(
-                f"the sandbox answered {result.stdout!r} (stderr {result.stderr[-300:]!r}) to print(6 * 7); "
-                "run `bash scripts/docker_setup.sh` to (re)start Docker and build the image, or set "
-                "env.kwargs.sandbox.kind: process"
-            )
-        kind = type(self.sandbox).__name__
-        return [
-            f"sandbox {kind} ({len(self._tasks)} {self.config.tasks!r} tasks, split {self.config.split!r}): a cell ran "
-            f"in {result.duration_s * 1000:.1f} ms"
-        ]
+        return self.sandbox_preflight(f"{len(self._tasks)} {self.config.tasks!r} tasks, split {self.config.split!r}")
 
     def snapshot(self) -> dict[str, Any]:
         """Task, turn count, executed cells and their outputs: enough to rebuild the session and verify it."""
@@ -217,24 +189,5 @@ class CodeExecEnv(MultiTurnEnv):
                 f"CodeExec snapshot of task {self.task.task_id!r} has no output per cell (an older agentrl wrote it), "
                 "so a replay cannot be verified; the episode restarts"
             )
-        if self._sandbox is not None:  # no sandbox yet means nothing to clear (it starts on first use)
-            self._sandbox.reset()
-        for index, (cell, expected) in enumerate(zip(cells, recorded)):
-            result = self.sandbox.run_python(cell, timeout_s=self.config.cell_timeout_s)
-            replayed = shorten(result, self.config.max_output_chars)
-            if result.restarted or replayed != expected:
-                raise ReplayDivergenceError(
-                    f"CodeExec replay of task {self.task.task_id!r} diverged at cell {index + 1} of {len(cells)}: "
-                    f"it showed {expected[:200]!r}, now {replayed[:200]!r} (a cell reading the time, randomness or "
-                    "outside state is not reproducible); the episode restarts"
-                )
+        self.replay_cells(self.task.task_id, cells, recorded)
         self.cells, self.outputs, self.turn = cells, list(recorded), int(snapshot["turn"])
-
-    def close(self) -> None:
-        """Release the sandbox and the grader's judge process (idempotent)."""
-        if self._grader is not None:
-            self._grader.close()
-            self._grader = None
-        if self._sandbox is not None:
-            self._sandbox.close()
-            self._sandbox = None

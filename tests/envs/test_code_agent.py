@@ -160,7 +160,7 @@ def test_snapshot_and_replay_restore_the_session_and_divergence_restarts(env: Co
             env_snapshot=noisy.snapshot(),
         )
         outcome = restore_episode_env(noisy, episode)
-        assert outcome.method == "restart" and "not the recorded" in outcome.reason
+        assert outcome.method == "restart" and "diverged at cell" in outcome.reason
     finally:
         noisy.close()
 

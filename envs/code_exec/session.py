@@ -1,0 +1,77 @@
+"""What every sandboxed code env shares: its sandbox and grader started on first use, the preflight cell,
+the verified replay of a session's cells on restore, and their release.
+
+A mixin for ``MultiTurnEnv`` subclasses whose ``config`` has ``sandbox``, ``cell_timeout_s``,
+``test_timeout_s`` and ``max_output_chars`` (``CodeExecConfig``, ``CodeAgentConfig``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentrl.errors import PreflightError, ReplayDivergenceError
+from envs.code_exec.grading import Grader, GraderConfig
+from envs.code_exec.sandboxing import open_sandbox, shorten
+
+
+class SandboxSession:
+    """The sandbox session of a code env; constructing the env starts nothing."""
+
+    config: Any
+    _sandbox: Any = None
+    _grader: Grader | None = None
+
+    @property
+    def sandbox(self) -> Any:
+        """The env's sandbox, started on first use."""
+        if self._sandbox is None:
+            self._sandbox = open_sandbox(self.config.sandbox)
+        return self._sandbox
+
+    @property
+    def grader(self) -> Grader:
+        """The env's grader (its judge process starts on the first check)."""
+        if self._grader is None:
+            self._grader = Grader(GraderConfig(per_test_timeout_s=self.config.test_timeout_s))
+        return self._grader
+
+    def reset_session(self) -> None:
+        """Clear the sandbox's Python session, if one was started (none yet means nothing to clear)."""
+        if self._sandbox is not None:
+            self._sandbox.reset()
+
+    def sandbox_preflight(self, what: str) -> list[str]:
+        """Run one cell in this env's sandbox: proves the Docker engine, the image and the limits work."""
+        result = self.sandbox.run_python("print(6 * 7)", timeout_s=self.config.cell_timeout_s)
+        if result.stdout.strip() != "42":
+            raise PreflightError(
+                f"the sandbox answered {result.stdout!r} (stderr {result.stderr[-300:]!r}) to print(6 * 7); run "
+                "`bash scripts/docker_setup.sh` to (re)start Docker and build the image, or set "
+                "env.kwargs.sandbox.kind: process"
+            )
+        kind = type(self.sandbox).__name__
+        return [f"sandbox {kind} ({what}): a cell ran in {result.duration_s * 1000:.1f} ms"]
+
+    def replay_cells(self, task_id: str, cells: Sequence[str], recorded: Sequence[str]) -> None:
+        """Re-run ``cells`` in a fresh session; raise ``ReplayDivergenceError`` when one shows other output than
+        ``recorded`` or the session restarted on the way (the rollout then restarts the episode)."""
+        self.reset_session()
+        for index, (cell, expected) in enumerate(zip(cells, recorded, strict=True)):
+            result = self.sandbox.run_python(cell, timeout_s=self.config.cell_timeout_s)
+            replayed = shorten(result, self.config.max_output_chars)
+            if result.restarted or replayed != expected:
+                raise ReplayDivergenceError(
+                    f"replaying task {task_id!r} diverged at cell {index + 1} of {len(cells)}: it showed "
+                    f"{expected[:200]!r}, now {replayed[:200]!r} (a cell reading the time, randomness or outside "
+                    "state is not reproducible); the episode restarts"
+                )
+
+    def close(self) -> None:
+        """Release the sandbox and the grader's judge process (idempotent)."""
+        if self._grader is not None:
+            self._grader.close()
+            self._grader = None
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
