@@ -80,6 +80,7 @@ def train_command(args: argparse.Namespace, arm: str, seed: int, run_dir: Path) 
         *ARMS[arm],
         f"trainer.seed={seed}",
         f"rollout.seed={seed}",
+        f"engine.seed={seed}",  # the sampler too, as scripts/bench_learning.py does: the seeds are independent runs
         f"eval.every_steps={args.eval_every}",
         f"logging.run_root={args.out / 'runs'}",
         f"logging.run_name={run_name(arm, seed)}",
