@@ -35,6 +35,12 @@ class SftConfig(BaseModel):
     epochs: int = Field(2, ge=1, description="Passes over the chats.")
     lr: float = Field(2e-5, gt=0, description="AdamW learning rate (constant).")
     batch_tokens: int = Field(4096, ge=64, description="Tokens per optimizer step (whole chats, packed greedily).")
+    micro_batch_tokens: int | None = Field(
+        1024,
+        ge=64,
+        description="Padded tokens per forward (whole chats; gradients accumulate to the same step). None: the whole "
+        "batch in one forward (more memory for its activations and logits, no faster on a CPU).",
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     seed: int = Field(0, description="Shuffling seed.")
     gradient_checkpointing: bool = Field(
@@ -111,6 +117,19 @@ def _batches(rows: list[TokenSegment], batch_tokens: int, rng: random.Random) ->
     return batches
 
 
+def _micro_batches(rows: list[TokenSegment], micro_tokens: int | None) -> list[list[TokenSegment]]:
+    """Whole chats by length, each group's padded size (rows x longest) within ``micro_tokens`` (one chat at least)."""
+    if micro_tokens is None:
+        return [rows]
+    micros: list[list[TokenSegment]] = [[]]
+    for row in sorted(rows, key=lambda r: len(r.prompt_ids) + len(r.completion_ids)):
+        width = len(row.prompt_ids) + len(row.completion_ids)  # the longest so far: rows come sorted
+        if micros[-1] and (len(micros[-1]) + 1) * width > micro_tokens:
+            micros.append([])
+        micros[-1].append(row)
+    return micros
+
+
 def _batch_loss(policy: PolicyLogprobs, rows: list[TokenSegment], pad_id: int) -> tuple[torch.Tensor, int]:
     """Sum of the NLL of the trained tokens of ``rows`` (right-padded into one batch), and their count."""
     width = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
@@ -150,13 +169,16 @@ def run_sft(
     lm.train()
     for _ in range(cfg.epochs):
         for batch in _batches(rows, cfg.batch_tokens, rng):
-            nll, count = _batch_loss(policy, batch, pad_id)
-            loss = nll / max(count, 1)
+            count = max(sum(sum(r.loss_mask) for r in batch), 1)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            nll_sum = 0.0
+            for micro in _micro_batches(batch, cfg.micro_batch_tokens):
+                nll, _ = _batch_loss(policy, micro, pad_id)
+                (nll / count).backward()  # the batch's mean token NLL, accumulated micro-batch by micro-batch
+                nll_sum += float(nll.detach())
             torch.nn.utils.clip_grad_norm_(lm.parameters(), cfg.max_grad_norm)
             optimizer.step()
-            value = float(loss.detach())
+            value = nll_sum / count
             if not math.isfinite(value):
                 raise FloatingPointError(f"SFT loss became {value} at step {len(losses) + 1}: lower sft lr")
             losses.append(value)

@@ -34,6 +34,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument(
+        "--micro-batch-tokens", type=int, default=1024, help="Padded tokens per forward; 0: the whole batch at once."
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sandbox", default="auto", help="Sandbox kind the chats are played in (auto/docker/process).")
     return parser.parse_args(argv)
@@ -90,7 +93,13 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"[warmup] {len(chats)} fail-then-fix chats from {tried} training tasks", flush=True)
     tokenizer = load_tokenizer(args.model)
     lm = load_model(args.model, dtype=torch.float32)
-    cfg = SftConfig(epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens, seed=args.seed)
+    cfg = SftConfig(
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_tokens=args.batch_tokens,
+        micro_batch_tokens=args.micro_batch_tokens or None,
+        seed=args.seed,
+    )
     began = time.perf_counter()
 
     def progress(step: int, loss: float) -> None:

@@ -13,7 +13,7 @@ import torch
 from agentrl.chat import ChatAssembler
 from agentrl.errors import ConfigError
 from agentrl.models.loading import load_model, load_tokenizer
-from agentrl.sft import SftConfig, _batch_loss, chat_tokens, run_sft
+from agentrl.sft import SftConfig, _batch_loss, _micro_batches, chat_tokens, run_sft
 
 ROOT = Path(__file__).resolve().parents[1]
 CHATS = [
@@ -63,6 +63,27 @@ def test_warmup_lowers_the_loss_of_the_scripted_chats(tiny_model_dir: Path) -> N
     assert after < 0.5 * before, (before, after)
     with pytest.raises(ConfigError, match="no chats"):
         run_sft(lm, assembler, [], SftConfig())
+
+
+def test_micro_batches_accumulate_to_the_same_step_as_one_forward(tiny_model_dir: Path) -> None:
+    """micro_batch_tokens bounds a forward's size, not the step: one chat per forward gives the whole-batch update."""
+    tokenizer = load_tokenizer(tiny_model_dir)
+    assembler = ChatAssembler(tokenizer)
+    rows = [chat_tokens(assembler, chat) for chat in CHATS]
+    assert [len(m) for m in _micro_batches(rows, 64)] == [1, 1, 1]  # every chat is longer than 32 tokens
+    assert _micro_batches(rows, None) == [rows]
+    base = {k: v.clone() for k, v in load_model(tiny_model_dir).state_dict().items()}
+    trained, reports = [], []
+    for micro_tokens in (None, 64):
+        lm = load_model(tiny_model_dir)
+        cfg = SftConfig(epochs=3, lr=1e-3, batch_tokens=4096, micro_batch_tokens=micro_tokens)
+        reports.append(run_sft(lm, assembler, CHATS, cfg))
+        trained.append(lm.state_dict())
+    assert reports[0].steps == reports[1].steps == 3
+    assert reports[1].loss_per_step == pytest.approx(reports[0].loss_per_step, rel=1e-5)
+    update = sum(float(((trained[0][k] - base[k]) ** 2).sum()) for k in base) ** 0.5
+    gap = sum(float(((trained[0][k] - trained[1][k]) ** 2).sum()) for k in base) ** 0.5
+    assert update > 0 and gap <= 1e-3 * update, (gap, update)
 
 
 @pytest.mark.slow
