@@ -65,7 +65,7 @@ def load_episodes(
         return [("file", e) for e in episodes]
     buffer = RolloutBuffer(path)
     try:
-        groups = buffer.load_groups(("inflight", "ready", "handed", "trained", "dropped"))
+        groups = buffer.load_groups(("inflight", "ready", "handed", "trained", "dropped", "filtered"))
     finally:
         buffer.close()
     archived = TrajectoryArchive(path.parent).load_groups()  # trained/dropped groups of finished steps

@@ -1,4 +1,4 @@
-"""Config sections of a run: model, env, rollout, algorithm, trainer, logging, eval.
+"""Config sections of a run: model, env, rollout (``agentrl.config.rollout``), algorithm, trainer, logging, eval.
 
 Each field is documented once, here (a plug-in's settings on its own class); the engine section is one model
 per backend (``agentrl.engines.registry``). Cross-field checks live in ``agentrl.config.run``.
@@ -16,6 +16,17 @@ from agentrl.config.base import StrictModel
 from agentrl.config.offpolicy import ISCorrection, NoCorrection, OffPolicy, Proximal
 from agentrl.config.plugins import PluginSettings
 from agentrl.config.problems import Problem
+from agentrl.config.rollout import RolloutConfig
+
+__all__ = [
+    "ModelConfig",
+    "EnvConfig",
+    "RolloutConfig",
+    "AlgorithmConfig",
+    "TrainerConfig",
+    "LoggingConfig",
+    "EvalConfig",
+]
 
 
 class ModelConfig(StrictModel):
@@ -46,75 +57,6 @@ class EnvConfig(StrictModel):
         default_factory=lambda: ["envs"],
         description="Modules imported first so their environments register themselves.",
     )
-
-
-class RolloutConfig(StrictModel):
-    """How episodes are collected each step, including partial rollouts."""
-
-    group_size: int = Field(4, ge=1, description="Episodes per task (G): one GRPO/GSPO group.")
-    prompts_per_step: int = Field(8, ge=1, description="Complete groups (B) a training step needs.")
-    partial_rollout: bool = Field(
-        True,
-        description="Keep extra episodes in flight; abort the rest once B groups are complete and resume them next "
-        "step.",
-    )
-    over_sample: float = Field(
-        1.5, ge=1.0, description="With partial rollouts: groups kept in flight = ceil(over_sample * prompts_per_step)."
-    )
-    batch_order: Literal["finish", "start"] = Field(
-        "finish",
-        description="With partial rollouts, which complete groups a step trains: finish = the first B to complete "
-        "(fastest; groups with long replies wait, age and may be restarted, which favours short answers); start = the "
-        "B oldest in the order they were started (length-unbiased: the step waits for its oldest groups while the "
-        "extra ones keep generating for the next step).",
-    )
-    max_staleness: int = Field(
-        2, ge=0, description="Most policy versions between a partial episode's oldest token and the current policy."
-    )
-    staleness_policy: Literal["drop", "mask"] = Field(
-        "drop",
-        description="Too-stale partial episodes: drop and restart them, or keep them and let the trainer mask stale "
-        "tokens.",
-    )
-    max_turns: int | None = Field(None, ge=1, description="Turn limit per episode (default: the env's max_turns).")
-    max_new_tokens: int = Field(256, ge=1, description="Most tokens sampled in one assistant turn.")
-    max_episode_tokens: int = Field(
-        2048,
-        ge=16,
-        description="Token budget of a whole episode (prompt + completion); past it the episode is truncated.",
-    )
-    temperature: float = Field(
-        1.0, gt=0.0, description="Sampling temperature (the trainer uses the same T for its logprobs)."
-    )
-    stop: list[str] = Field(
-        default_factory=list,
-        description="Extra stop strings for every turn (e.g. '```\\n' to end at a closed code block).",
-    )
-    on_failure: Literal["drop", "fail"] = Field(
-        "drop",
-        description="An env/sandbox/engine error in an episode: drop that episode's group from the step (recorded), or "
-        "fail the step.",
-    )
-    max_drop_rate: float = Field(
-        0.5,
-        ge=0.0,
-        le=1.0,
-        description="on_failure=drop: most fraction of a step's groups that may be dropped (dropped / (dropped + "
-        "trained)); past it the run stops with the last errors, as soon as that is certain. 1 never stops.",
-    )
-    engine_retries: int = Field(
-        3,
-        ge=0,
-        description="With on_failure: drop, groups a step may drop for an engine error while the engine stays "
-        "healthy (each one is replaced by a fresh group); one more ends the step with an error naming the failure.",
-    )
-    template_mismatch: Literal["error", "new_segment"] = Field(
-        "error",
-        description="A chat template that cannot extend the history as an exact prefix: fail, or start a new token "
-        "segment.",
-    )
-    concurrency: int = Field(64, ge=1, description="Most episodes stepping their env at once (thread pool size).")
-    seed: int = Field(0, description="Seed of the dataset order and episode seeds.")
 
 
 def _moved(key: str, section: str, example: str) -> str:

@@ -1,4 +1,4 @@
-"""The trajectory archive: trained and dropped groups, moved out of the rollout buffer after each step.
+"""The trajectory archive: trained, dropped and filtered groups, moved out of the rollout buffer after each step.
 
 The buffer holds what a resumed job still needs (partial, ready and handed groups); once a step is
 trained, its groups are only a record of the run. Keeping them in the buffer would make the buffer,
@@ -37,8 +37,8 @@ class TrajectoryArchive:
         return self.root / f"step_{step:06d}.jsonl.gz"
 
     def archive(self, buffer: RolloutBuffer, step: int) -> int:
-        """Move every trained and dropped group out of ``buffer`` into ``step``'s file; returns how many."""
-        groups = buffer.load_groups(("trained", "dropped"))
+        """Move every trained, dropped and filtered group out of ``buffer`` into ``step``'s file; returns how many."""
+        groups = buffer.load_groups(("trained", "dropped", "filtered"))
         if not groups:
             return 0
         if not self.root.is_dir():

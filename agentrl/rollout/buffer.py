@@ -2,7 +2,7 @@
 
 It holds in-flight groups (with their partial episodes), complete-but-untrained groups, groups
 handed to a trainer step, the dataset cursor and the fingerprints of the model and tokenizer.
-Trained and dropped groups stay until the trainer moves them to the trajectory archive
+Trained, dropped and filtered groups stay until the trainer moves them to the trajectory archive
 (``archive.py``), so the buffer, and each checkpoint's copy of it, does not grow with the run.
 Invariant: everything a step boundary changes is written in ONE transaction, so a
 job killed at any moment resumes from the last boundary with nothing lost and nothing doubled.
@@ -25,7 +25,7 @@ from agentrl.trajectory import Episode
 
 BUFFER_FILE = "rollout_buffer.sqlite"  # its name inside a run directory
 SCHEMA_VERSION = "1"
-GroupState = Literal["inflight", "ready", "handed", "trained", "dropped"]
+GroupState = Literal["inflight", "ready", "handed", "trained", "dropped", "filtered"]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS groups (

@@ -1,7 +1,8 @@
 """A group in flight: the G episode runners of one task, and its lifecycle state.
 
 Lifecycle: inflight -> ready (all G finished) -> handed (in a step's batch) -> trained
-(``commit_step``); or inflight -> dropped (a member failed and ``on_failure=drop``).
+(``commit_step``); or inflight -> dropped (a member failed and ``on_failure=drop``); or inflight ->
+filtered (complete but without learning signal, under ``rollout.dynamic_sampling``).
 """
 
 from __future__ import annotations

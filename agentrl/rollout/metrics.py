@@ -22,6 +22,7 @@ class RolloutMetrics:
     stale_discarded_tokens: int = 0  # sampled tokens thrown away when a too-stale episode restarted
     failed: int = 0
     groups_dropped: int = 0
+    groups_filtered: int = 0  # dynamic sampling: complete groups without signal, replaced
     tokens_generated: int = 0
     prompt_tokens: int = 0  # prompt tokens sent to the engine
     cached_prompt_tokens: int = 0  # of those, tokens the engine did not recompute (prefix reuse)
@@ -37,6 +38,7 @@ class RolloutMetrics:
             for name in ("started", "completed", "aborted", "resumed", "restarted", "dropped", "failed")
         }
         out["rollout/groups_dropped"] = float(self.groups_dropped)
+        out["rollout/groups_filtered"] = float(self.groups_filtered)
         out["rollout/stale_discarded_tokens"] = float(self.stale_discarded_tokens)
         out["rollout/tokens_generated"] = float(self.tokens_generated)
         out["rollout/prompt_tokens"] = float(self.prompt_tokens)

@@ -3,6 +3,8 @@
 Invariant: a step ends with no generation in flight; what it changed (handed, ready, in-flight
 and dropped groups plus the dataset cursor) is written to the buffer in one transaction, so a
 kill at any moment resumes from the last boundary: no prompt is lost or handed out twice.
+With ``rollout.dynamic_sampling`` a complete group the ``group_filter`` finds without learning signal is
+filtered out (written to the buffer as such, archived, never trained) and replaced by a fresh group.
 Episodes run on ``EpisodeRunner`` unless the env class names another runner in ``episode_runner``
 (an ``EpisodeRunner`` subclass: the agent gateway's episodes are driven by an outside agent program).
 """
@@ -14,7 +16,7 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +25,7 @@ from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.env import MultiTurnEnv
-from agentrl.errors import EngineConfigError, RolloutError
+from agentrl.errors import ConfigError, EngineConfigError, RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset, task_seed
 from agentrl.rollout.drop_alarm import DropAlarm, drop_rate
@@ -59,7 +61,17 @@ class RolloutOrchestrator:
         *,
         dataset: TaskDataset,
         buffer: RolloutBuffer | None = None,
+        group_filter: Callable[[Sequence[Episode]], bool] | None = None,
     ) -> None:
+        """``group_filter(episodes)``: True when a complete group carries learning signal (``agentrl.credit``);
+        required by ``rollout.dynamic_sampling``, and when given, the signal groups per batch are logged."""
+        if config.dynamic_sampling and group_filter is None:
+            raise ConfigError(
+                "rollout.dynamic_sampling needs a group filter (the trainer builds it from algorithm.turn_advantage: "
+                "agentrl.credit.signal_filter); pass group_filter= or set rollout.dynamic_sampling=false"
+            )
+        self._group_filter = group_filter
+        self._filtered: list[GroupRun] = []  # this step's groups filtered out for lack of signal
         self.engine, self.env_factory, self.config, self.dataset, self.buffer = (
             engine,
             env_factory,
@@ -114,7 +126,7 @@ class RolloutOrchestrator:
         """Run episodes until B groups are complete; abort and keep the rest (partial rollouts)."""
         started = time.perf_counter()
         metrics = self._ctx.metrics = RolloutMetrics()
-        self._step, self._engine_failures = step, 0
+        self._step, self._engine_failures, self._filtered = step, 0, []
         await self.load()
         await self._admit_carried()
         dropped: list[GroupRun] = []
@@ -128,7 +140,7 @@ class RolloutOrchestrator:
             group.state, group.step = "handed", step
         self._groups = [g for g in self._groups if g.state != "handed"]
         if self.buffer is not None:
-            stored = [g.stored() for g in batch + dropped + self._groups]
+            stored = [g.stored() for g in batch + dropped + self._filtered + self._groups]
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.buffer.write_boundary, step, stored, self.dataset.state()
             )
@@ -140,6 +152,8 @@ class RolloutOrchestrator:
         out["rollout/reward_mean"] = sum(rewards) / len(rewards) if rewards else 0.0
         out["rollout/groups_carried"] = float(len(self._groups))
         out["rollout/drop_rate"] = drop_rate(len(dropped), len(batch))
+        if self._group_filter is not None:
+            out["rollout/signal_groups"] = float(sum(self._group_filter(g.episodes) for g in batch))
         exhausted = self.dataset.exhausted() and not self._groups
         return StepBatch(step, [g.episodes for g in batch], out, [g.episodes for g in dropped], exhausted)
 
@@ -213,7 +227,7 @@ class RolloutOrchestrator:
                 runner.task = asyncio.create_task(runner.run())
 
     async def _settle(self, dropped: list[GroupRun]) -> None:
-        """Move finished groups to ready; drop (or fail on) groups with a failed member."""
+        """Move finished groups to ready (or filter them out); drop (or fail on) groups with a failed member."""
         for group in list(self._groups):
             failed = group.failed_runner()
             if failed is not None and group.state != "dropped":
@@ -224,8 +238,21 @@ class RolloutOrchestrator:
                 self._ctx.metrics.groups_dropped += 1
                 self._ctx.metrics.dropped += len(group.runners)
             elif group.state == "inflight" and group.finished:
-                group.state = "ready"
+                group.state = "filtered" if self._filters_out(group) else "ready"
+                if group.state == "filtered":
+                    self._groups.remove(group)
+                    self._filtered.append(group)
+                    self._ctx.metrics.groups_filtered += 1
             self._release_envs(group)
+
+    def _filters_out(self, group: GroupRun) -> bool:
+        """Dynamic sampling: the group has no signal and this step may still filter one more."""
+        return (
+            self.config.dynamic_sampling
+            and self._group_filter is not None
+            and len(self._filtered) < self.config.max_filtered_groups
+            and not self._group_filter(group.episodes)
+        )
 
     async def _on_failure(self, group: GroupRun, failed: EpisodeRunner) -> None:
         """Raise when the config says failures are fatal, the engine is gone, or it failed more often than

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentrl.config.run import RunConfig
 from agentrl.config.sections import RolloutConfig
+from agentrl.credit import signal_filter
 from agentrl.engines.base import InferenceEngine
 from agentrl.engines.factory import make_engine
 from agentrl.errors import ConfigError
@@ -104,7 +105,15 @@ def build_rollout_stack(
         if prepare_engine is not None:
             engine = prepare_engine(engine)
         buffer = buffer or RolloutBuffer(path)
-        orchestrator = RolloutOrchestrator(engine, env_factory, tokenizer, cfg.rollout, dataset=dataset, buffer=buffer)
+        orchestrator = RolloutOrchestrator(
+            engine,
+            env_factory,
+            tokenizer,
+            cfg.rollout,
+            dataset=dataset,
+            buffer=buffer,
+            group_filter=signal_filter(cfg.algorithm),
+        )
     except BaseException:
         if buffer is not None:
             buffer.close()

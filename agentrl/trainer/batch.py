@@ -10,14 +10,13 @@ their position arrays are concatenated into the episode's loss row.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from agentrl.algos import Normalization, RewardBatch
 from agentrl.config.sections import AlgorithmConfig
+from agentrl.credit import turn_advantages_of
 from agentrl.errors import ConfigError
 from agentrl.trajectory import Episode, TokenSegment
 
@@ -148,22 +147,6 @@ def segment_row(
     return TrainRow([list(ids)], logp, mask, turns, adv, episode_index, stale, versions)
 
 
-def _turn_count(episode: Episode) -> int:
-    max_turn = max((k for s in episode.segments for k in s.turn_ids), default=-1)
-    return max(len(episode.turns), max_turn + 1)
-
-
-def reward_batch(episodes: Sequence[Episode], group_size: int) -> RewardBatch:
-    """The schemes' input: R_i = final_reward, separate only when the env gave an outcome of its own."""
-    turn_rewards: list[list[float | None]] = []
-    for ep in episodes:
-        rewards = list(ep.turn_rewards)
-        turn_rewards.append(rewards + [None] * (_turn_count(ep) - len(rewards)))
-    outcomes = [math.nan if ep.final_reward is None else float(ep.final_reward) for ep in episodes]
-    separate = [ep.outcome is not None for ep in episodes]
-    return RewardBatch(outcomes, turn_rewards, group_size, separate_outcome=separate)
-
-
 def build_rows(
     groups: Sequence[Sequence[Episode]], group_size: int, algo: AlgorithmConfig, current_version: int
 ) -> list[TrainRow]:
@@ -176,9 +159,7 @@ def build_rows(
                 "the rollout must hand the trainer complete groups"
             )
         episodes.extend(group)
-    scheme = algo.turn_advantage
-    norm = Normalization(eps=algo.adv_eps, scale=algo.adv_scale)
-    turn_adv = scheme(reward_batch(episodes, group_size), norm)  # type: ignore[operator]
+    turn_adv = turn_advantages_of(episodes, group_size, algo)
     return [
         TrainRow.concat([segment_row(seg, turn_adv[i], i, current_version, algo.max_token_lag) for seg in ep.segments])
         for i, ep in enumerate(episodes)

@@ -20,7 +20,8 @@ METRICS_FILE = "metrics.jsonl"
 
 
 def progress_line(step: int, total: int, m: dict[str, float]) -> str:
-    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 0% 412 tok/s'.
+    """'step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 0% 412 tok/s
+    signal 5 filtered 2' (signal: the batch's groups with a non-zero advantage).
 
     Async runs add 'lag 1.0/1 stale 0% overlap 3.2s': mean/max version lag of the trained tokens, the
     fraction of tokens dropped for staleness, and the seconds the engine and the trainer were busy at once.
@@ -33,6 +34,8 @@ def progress_line(step: int, total: int, m: dict[str, float]) -> str:
         f"dropped {100 * m.get('rollout/drop_rate', 0.0):.0f}% "
         f"{m.get('perf/tokens_per_s', 0.0):.0f} tok/s"
     )
+    if "rollout/signal_groups" in m:  # groups of the batch that move the policy; filtered: replaced (dynamic sampling)
+        line += f" signal {m['rollout/signal_groups']:.0f} filtered {m.get('rollout/groups_filtered', 0.0):.0f}"
     if "perf/overlap_s" in m:
         line += (
             f" lag {m.get('train/token_lag_mean', 0.0):.1f}/{m.get('train/token_lag_max', 0.0):.0f} "

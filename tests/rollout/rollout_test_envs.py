@@ -175,3 +175,17 @@ class GradedScratchpad(Scratchpad):
         if terminated or truncated:
             info["outcome"] = float(self.task.endswith(("0", "2", "4")))  # the verdict: even tasks pass
         return messages, 0.25, terminated, truncated, info
+
+
+class SplitVerdictScratchpad(GradedScratchpad):
+    """One turn; tasks in ``flat_tasks`` fail every episode (a group without signal), the others pass when the
+    reply's length is even, so their episodes usually disagree."""
+
+    def __init__(self, flat_tasks: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(turns=1, **kwargs)
+        self.flat_tasks = tuple(flat_tasks)
+
+    def step(self, action: str) -> StepResult:
+        messages, reward, terminated, truncated, info = super().step(action)
+        info["outcome"] = 0.0 if self.task in self.flat_tasks else float(len(action) % 2 == 0)
+        return messages, reward, terminated, truncated, info
