@@ -1,5 +1,5 @@
 """PNG plots of a run (reward, success, clip fraction, |log s|, entropy, lengths, engine-trainer mismatch,
-held-out pass@1, agent behaviour, staleness), rendered headless (Agg)."""
+held-out pass@1, agent behaviour, groups with signal, staleness), rendered headless (Agg)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ PANELS: list[tuple[str, list[str]]] = [
     ("agent behaviour", ["episode/recovery_frac", "episode/tested_before_submit_frac", "episode/failed_run_frac"]),
     ("version lag of trained tokens", ["train/token_lag_mean", "train/token_lag_max"]),
     ("async: busy seconds", ["perf/update_s", "perf/collect_s", "perf/overlap_s"]),
+    ("groups: with signal, filtered out", ["rollout/signal_groups", "rollout/groups_filtered"]),
     ("dropped for staleness", ["async/stale_dropped_frac", "train/is_masked_frac_seq", "train/is_truncated_frac_seq"]),
 ]
 
