@@ -61,6 +61,12 @@ def run_summary(run_dir: Path, splits: list[str]) -> dict[str, Any]:
         }
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     out["success_per_step"] = [r["episode/success_rate"] for r in steps if "episode/success_rate" in r]
+    # Groups of each batch with a non-zero advantage, and groups dynamic sampling replaced (runs since 2026-12-02).
+    out["signal_per_step"] = [
+        (r["rollout/signal_groups"], r.get("rollout/groups_filtered", 0.0))
+        for r in steps
+        if "rollout/signal_groups" in r
+    ]
     out["train_steps_s"] = sum(r.get("perf/step_s", 0.0) for r in steps)
     out["eval_s"] = eval_s
     return out
@@ -111,6 +117,11 @@ def markdown(runs: list[dict[str, Any]], summary: dict[str, Any], splits: list[s
                 cells.append("n/a" if b is None or a is None else f"{b:.2f} → {a:.2f}")
             row(f"`{split}` {label}", cells)
     row("training success per step", [", ".join(f"{s:.2f}" for s in r["success_per_step"]) for r in runs])
+    if any(r.get("signal_per_step") for r in runs):
+        row(
+            "groups with signal / filtered out, per step",
+            [", ".join(f"{a:.0f}/{b:.0f}" for a, b in r.get("signal_per_step", [])) or "n/a" for r in runs],
+        )
     row("training steps / evaluations (s)", [f"{r['train_steps_s']:.0f} / {r['eval_s']:.0f}" for r in runs])
     for split, s in summary.items():
         change = s["change"]

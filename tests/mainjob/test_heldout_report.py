@@ -40,6 +40,8 @@ def _make_run(tmp_path: Path, name: str, before: list[list[bool]], after: list[l
     _write_eval(run_dir, "after", "test_kinds", dict(zip(tasks, after)), 0.25)
     steps = [{"step": 0}, {"step": 1, "episode/success_rate": 0.25, "perf/step_s": 30.0}]
     steps.append({"step": 2, "episode/success_rate": 0.5, "perf/step_s": 40.0})
+    steps[1] |= {"rollout/signal_groups": 4.0, "rollout/groups_filtered": 3.0}  # dynamic sampling's metrics
+    steps[2] |= {"rollout/signal_groups": 2.0}
     (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(s) for s in steps) + "\n")
     return run_dir
 
@@ -75,6 +77,7 @@ def test_every_run_rising_beyond_the_spread_is_reported_with_intervals(tmp_path:
     out = capsys.readouterr().out
     assert "| `test_kinds` pass@1 | 0.25 → 0.62 | 0.12 → 0.38 | 0.25 → 0.50 |" in out
     assert "rose in every run: yes; every rise beyond the spread: yes" in out
+    assert "| groups with signal / filtered out, per step | 4/3, 2/0 | 4/3, 2/0 | 4/3, 2/0 |" in out
     assert json.loads((tmp_path / "out.json").read_text())["across_runs"] == result["across_runs"]
 
 
