@@ -240,6 +240,7 @@ class RolloutOrchestrator:
             elif group.state == "inflight" and group.finished:
                 group.state = "filtered" if self._filters_out(group) else "ready"
                 if group.state == "filtered":
+                    group.step = self._step  # the step that filtered it (``agentrl inspect --step``)
                     self._groups.remove(group)
                     self._filtered.append(group)
                     self._ctx.metrics.groups_filtered += 1

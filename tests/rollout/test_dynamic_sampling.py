@@ -68,6 +68,7 @@ def test_groups_without_signal_are_replaced_and_archived(
             assert {g.task_id for g in filtered} >= set(flat)  # met first, so filtered (and maybe unlucky others)
             assert not any(carries_signal(g.episodes, ALGO) for g in filtered)
             assert all(len(g.episodes) == 4 and g.episodes[0].final_reward is not None for g in filtered)
+            assert {g.step for g in filtered} == {1}
             assert batch.metrics["rollout/groups_filtered"] == len(filtered)
             assert batch.metrics["rollout/signal_groups"] == 2
             orch.commit_step(1)
