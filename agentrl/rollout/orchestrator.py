@@ -238,12 +238,13 @@ class RolloutOrchestrator:
                 self._ctx.metrics.groups_dropped += 1
                 self._ctx.metrics.dropped += len(group.runners)
             elif group.state == "inflight" and group.finished:
-                group.state = "filtered" if self._filters_out(group) else "ready"
-                if group.state == "filtered":
-                    group.step = self._step  # the step that filtered it (``agentrl inspect --step``)
+                if self._filters_out(group):
+                    group.state, group.step = "filtered", self._step  # the step, for ``agentrl inspect --step``
                     self._groups.remove(group)
                     self._filtered.append(group)
                     self._ctx.metrics.groups_filtered += 1
+                else:
+                    group.state = "ready"
             self._release_envs(group)
 
     def _filters_out(self, group: GroupRun) -> bool:
