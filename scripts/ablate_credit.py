@@ -13,7 +13,9 @@ before is started again. With ``--lock FILE`` each run holds that file's lock (`
 trains, so runs interleave with other heavy jobs instead of holding the machine for hours.
 
     .venv/bin/python scripts/ablate_credit.py configs/quickstart.yaml --out runs/ablation \\
-        --seeds 0,1,2 --lock /tmp/agentrl-heavy.lock trainer.steps=8 [key=value ...]
+        --arms outcome,outcome_plus_turn,discounted_return --seeds 0,1,2 trainer.steps=4 [key=value ...]
+    .venv/bin/python scripts/ablate_credit.py configs/quickstart.yaml --out runs/clipping \\
+        --arms outcome,grpo --seeds 0,1,2 trainer.steps=4 trainer.mini_batches=2
     .venv/bin/python scripts/ablate_credit.py configs/quickstart.yaml --out runs/ablation --report-only
 
 Outputs: ``OUT/ablation.json`` (per arm and step: mean, min, max over seeds), ``OUT/credit.png``
@@ -111,6 +113,28 @@ def run_result(arm: str, seed: int, run_dir: Path, wall_s: float) -> dict[str, A
     for key in ("episode/success_rate", "train/clip_frac_token", "train/clip_frac_seq", "episode/recovery_frac"):
         curves[key] = curve(key)
     return {"arm": arm, "seed": seed, "run_dir": str(run_dir), "wall_s": wall_s, "curves": curves}
+
+
+def check_arms(config: str, overrides: list[str], arms: list[str]) -> list[str]:
+    """Validate every arm's config before hours of training (a bad override fails here, naming the arm), and
+    return warnings: with one mini-batch per step every optimizer step is on-policy, so neither clipping arm
+    clips a token and the GSPO-token vs GRPO comparison cannot show anything."""
+    from agentrl.config.loader import load_config
+    from agentrl.errors import AgentRLError
+
+    warnings = []
+    for arm in arms:
+        try:
+            cfg = load_config(config, [*overrides, *ARMS[arm]])
+        except AgentRLError as exc:
+            raise SystemExit(f"[ablate] arm {arm!r} does not make a valid config: {exc}") from exc
+        if arm in CLIP_ARMS and "grpo" in arms and cfg.trainer.mini_batches == 1:
+            warnings.append(
+                f"arm {arm!r} trains with trainer.mini_batches=1: each batch takes one on-policy optimizer step, "
+                "so its clip fraction stays 0 and clipping.png cannot compare GSPO-token with GRPO; "
+                "pass trainer.mini_batches=2 (or more) for the clipping arms"
+            )
+    return warnings
 
 
 def run_one(args: argparse.Namespace, arm: str, seed: int) -> dict[str, Any]:
@@ -241,6 +265,8 @@ def main() -> None:
         parser.error(f"unknown arms {unknown}; choose from {sorted(ARMS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
+    for warning in [] if args.report_only else check_arms(args.config, args.overrides, arms):
+        print(f"[ablate] WARNING: {warning}", file=sys.stderr, flush=True)
     if args.report_only:
         results = [json.loads(p.read_text()) for p in sorted((args.out / "results").glob("*.json"))]
     else:  # seed-major: every arm has its first seed before any arm has its third

@@ -15,7 +15,7 @@ from agentrl.config.loader import load_config
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from ablate_credit import ARMS  # noqa: E402
+from ablate_credit import ARMS, check_arms  # noqa: E402
 
 
 def test_every_arm_is_a_valid_variant_of_the_main_job() -> None:
@@ -32,6 +32,17 @@ def test_every_arm_is_a_valid_variant_of_the_main_job() -> None:
     assert (grpo.eps_low, grpo.eps_high) == (0.2, 0.28)
     lam = load_config(ROOT / "configs" / "quickstart.yaml", ARMS["outcome_plus_turn"]).algorithm.turn_advantage.lam
     assert lam <= 1.0
+
+
+def test_the_clipping_arms_warn_when_one_mini_batch_leaves_nothing_to_clip() -> None:
+    config = str(ROOT / "configs" / "quickstart.yaml")
+    warnings = check_arms(config, ["trainer.mini_batches=1"], ["outcome", "grpo"])
+    assert len(warnings) == 2 and all("trainer.mini_batches=2" in w for w in warnings)
+    assert check_arms(config, ["trainer.mini_batches=2"], ["outcome", "grpo"]) == []
+    # Without GRPO there is no clipping comparison: the credit arms keep the main job's single mini-batch.
+    assert check_arms(config, ["trainer.mini_batches=1"], ["outcome", "outcome_plus_turn"]) == []
+    with pytest.raises(SystemExit, match="arm 'grpo' does not make a valid config"):
+        check_arms(config, ["trainer.mini_batches=0"], ["grpo"])
 
 
 def _tiny_agent_config(tmp_path: Path, model_dir: Path) -> Path:
@@ -66,6 +77,7 @@ def test_ablation_runs_arms_over_seeds_and_resumes(tiny_model_dir: Path, tmp_pat
     config, out = _tiny_agent_config(tmp_path, tiny_model_dir), tmp_path / "ablation"
     done = _ablate(config, out, "--arms", "outcome,grpo", "--seeds", "0", "--eval-every", "1")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "WARNING: arm 'grpo' trains with trainer.mini_batches=1" in done.stderr
     for arm in ("outcome", "grpo"):
         result = json.loads((out / "results" / f"{arm}-s0.json").read_text())
         for split in ("test_kinds", "test_instances"):
