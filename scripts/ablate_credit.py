@@ -19,8 +19,9 @@ trains, so runs interleave with other heavy jobs instead of holding the machine 
     .venv/bin/python scripts/ablate_credit.py configs/quickstart.yaml --out runs/ablation --report-only
 
 Outputs: ``OUT/ablation.json`` (per arm and step: mean, min, max over seeds), ``OUT/credit.png``
-(held-out pass@1 per split and recovery rate per step, per-turn schemes vs outcome) and
-``OUT/clipping.png`` (GRPO vs GSPO-token: token clip fraction, held-out pass@1, training success).
+(per split: held-out pass@1's change since the run's own step 0, and the recovery rate, per step; per-turn
+schemes vs outcome) and ``OUT/clipping.png`` (GRPO vs GSPO-token: token clip fraction, training success,
+held-out pass@1's change).
 """
 
 from __future__ import annotations
@@ -174,9 +175,24 @@ def spread(results: list[dict[str, Any]], key: str) -> dict[str, dict[str, float
     return out
 
 
+def with_changes(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` plus, per split, held-out pass@1 minus the run's own step-0 value (``<split>/pass@1 change``).
+
+    Seeds differ in their before-evaluation (other sampling seeds), by more than training moves a run; the
+    change since step 0 is paired within a run, so its spread over seeds is what training did, not where each
+    seed started."""
+    curves = dict(result["curves"])
+    for split in SPLITS:
+        points = curves.get(f"{split}/pass@1", {})
+        if "0" in points:
+            curves[f"{split}/pass@1 change"] = {step: value - points["0"] for step, value in points.items()}
+    return {**result, "curves": curves}
+
+
 def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per arm: every curve's spread over seeds, the final held-out gain per split, and the wall time."""
     arms: dict[str, Any] = {}
+    results = [with_changes(r) for r in results]
     for arm in dict.fromkeys(r["arm"] for r in results):
         runs = [r for r in results if r["arm"] == arm]
         keys = sorted({k for r in runs for k in r["curves"]})
@@ -223,6 +239,8 @@ def plot(summary: dict[str, Any], arms: tuple[str, ...], panels: list[tuple[str,
         ax.set_xlabel("step")
         if "clip" in key:
             ax.set_yscale("symlog", linthresh=1e-4)
+        if key.endswith("change"):
+            ax.axhline(0.0, color="grey", linewidth=0.6)
         if ax.lines:
             ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
@@ -236,13 +254,13 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> dict[str,
     summary = summarise(results)
     (args.out / "ablation.json").write_text(json.dumps({"config": args.config, "overrides": args.overrides, **summary}))
     seeds = f"{len({r['seed'] for r in results})} seeds, shaded min-max"
-    credit = [(f"held-out {s} pass@1", f"{s}/pass@1") for s in SPLITS]
+    credit = [(f"held-out {s} pass@1, change since step 0", f"{s}/pass@1 change") for s in SPLITS]
     credit += [(f"held-out {s} recovery", f"{s}/recovery_frac") for s in SPLITS]
     plot(summary, CREDIT_ARMS, credit, args.out / "credit.png", f"per-turn credit vs outcome (GSPO-token; {seeds})")
     clipping = [
         ("token clip fraction", "train/clip_frac_token"),
         ("training success rate", "episode/success_rate"),
-        *[(f"held-out {s} pass@1", f"{s}/pass@1") for s in SPLITS],
+        *[(f"held-out {s} pass@1, change since step 0", f"{s}/pass@1 change") for s in SPLITS],
     ]
     plot(summary, CLIP_ARMS, clipping, args.out / "clipping.png", f"GSPO-token ('outcome') vs GRPO ({seeds})")
     return summary

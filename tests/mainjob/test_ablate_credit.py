@@ -15,7 +15,7 @@ from agentrl.config.loader import load_config
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from ablate_credit import ARMS, check_arms  # noqa: E402
+from ablate_credit import ARMS, check_arms, summarise  # noqa: E402
 
 
 def test_every_arm_is_a_valid_variant_of_the_main_job() -> None:
@@ -43,6 +43,18 @@ def test_the_clipping_arms_warn_when_one_mini_batch_leaves_nothing_to_clip() -> 
     assert check_arms(config, ["trainer.mini_batches=1"], ["outcome", "outcome_plus_turn"]) == []
     with pytest.raises(SystemExit, match="arm 'grpo' does not make a valid config"):
         check_arms(config, ["trainer.mini_batches=0"], ["grpo"])
+
+
+def test_held_out_change_is_paired_within_each_run() -> None:
+    # Two seeds start 0.3 apart; both gain 0.1. The absolute curves' spread is the start, the change's is 0.
+    runs = [
+        {"arm": "outcome", "seed": seed, "wall_s": 1.0, "curves": {"test_kinds/pass@1": {"0": start, "2": start + 0.1}}}
+        for seed, start in ((0, 0.2), (1, 0.5))
+    ]
+    curves = summarise(runs)["outcome"]["curves"]
+    assert curves["test_kinds/pass@1"]["2"]["max"] - curves["test_kinds/pass@1"]["2"]["min"] == pytest.approx(0.3)
+    change = curves["test_kinds/pass@1 change"]
+    assert change["0"]["mean"] == 0.0 and change["2"] == pytest.approx({"mean": 0.1, "min": 0.1, "max": 0.1, "n": 2})
 
 
 def _tiny_agent_config(tmp_path: Path, model_dir: Path) -> Path:
