@@ -111,7 +111,13 @@ def run_result(arm: str, seed: int, run_dir: Path, wall_s: float) -> dict[str, A
     curves = {
         f"{split}/{name}": curve(f"eval/{split}/{name}") for split in SPLITS for name in ("pass@1", "recovery_frac")
     }
-    for key in ("episode/success_rate", "train/clip_frac_token", "train/clip_frac_seq", "episode/recovery_frac"):
+    for key in (
+        "episode/success_rate",
+        "train/clip_frac_token",
+        "train/clip_frac_seq",
+        "train/optimizer_steps",
+        "episode/recovery_frac",
+    ):
         curves[key] = curve(key)
     return {"arm": arm, "seed": seed, "run_dir": str(run_dir), "wall_s": wall_s, "curves": curves}
 
@@ -165,6 +171,15 @@ def run_one(args: argparse.Namespace, arm: str, seed: int) -> dict[str, Any]:
     return result
 
 
+def reread(result: dict[str, Any]) -> dict[str, Any]:
+    """A finished run's result with its curves read again from its run directory (when it is still there), so a
+    report picks up curves added to ``run_result`` after the run."""
+    run_dir = Path(result["run_dir"])
+    if not (run_dir / "metrics.jsonl").exists():
+        return result
+    return run_result(result["arm"], result["seed"], run_dir, result["wall_s"])
+
+
 def spread(results: list[dict[str, Any]], key: str) -> dict[str, dict[str, float]]:
     """Per step: mean, min, max and n over the runs that logged ``key`` at that step."""
     steps = sorted({int(s) for r in results for s in r["curves"].get(key, {})})
@@ -206,15 +221,29 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
             "heldout_gain": gains,
             "curves": {key: spread(runs, key) for key in keys},
         }
-    clip = {a: _mean_of_curve(arms, a, "train/clip_frac_token") for a in CLIP_ARMS if a in arms}
-    if len(clip) == 2 and clip["grpo"] > 0:
-        arms["clip_ratio_gspo_token_over_grpo"] = clip["outcome"] / clip["grpo"]
+    clipping = {arm: clip_when_stepped_twice([r for r in results if r["arm"] == arm]) for arm in CLIP_ARMS}
+    if all(clipping[arm]["steps"] for arm in CLIP_ARMS):
+        arms["clipping"] = clipping
+        if clipping["grpo"]["clip_frac_token"] > 0:
+            clipping["ratio_gspo_token_over_grpo"] = (
+                clipping["outcome"]["clip_frac_token"] / clipping["grpo"]["clip_frac_token"]
+            )
     return arms
 
 
-def _mean_of_curve(arms: dict[str, Any], arm: str, key: str) -> float:
-    points = arms[arm]["curves"].get(key, {})
-    return statistics.fmean(p["mean"] for p in points.values()) if points else 0.0
+def clip_when_stepped_twice(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean token clip fraction over the (seed, step) pairs whose update took two or more optimizer steps.
+
+    The first optimizer step of an update is on-policy (ratio 1, nothing to clip), and a mini-batch without
+    advantage signal takes no step, so a training step that took one optimizer step says nothing about clipping;
+    averaging it in would measure how often a second mini-batch had signal, not the loss."""
+    fractions = [
+        run["curves"]["train/clip_frac_token"][step]
+        for run in runs
+        for step, count in run["curves"].get("train/optimizer_steps", {}).items()
+        if count >= 2 and step in run["curves"].get("train/clip_frac_token", {})
+    ]
+    return {"clip_frac_token": statistics.fmean(fractions) if fractions else 0.0, "steps": len(fractions)}
 
 
 def _band(ax: Any, points: dict[str, dict[str, float]], label: str) -> None:
@@ -259,6 +288,7 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> dict[str,
     plot(summary, CREDIT_ARMS, credit, args.out / "credit.png", f"per-turn credit vs outcome (GSPO-token; {seeds})")
     clipping = [
         ("token clip fraction", "train/clip_frac_token"),
+        ("optimizer steps per training step", "train/optimizer_steps"),
         ("training success rate", "episode/success_rate"),
         *[(f"held-out {s} pass@1, change since step 0", f"{s}/pass@1 change") for s in SPLITS],
     ]
@@ -286,7 +316,7 @@ def main() -> None:
     for warning in [] if args.report_only else check_arms(args.config, args.overrides, arms):
         print(f"[ablate] WARNING: {warning}", file=sys.stderr, flush=True)
     if args.report_only:
-        results = [json.loads(p.read_text()) for p in sorted((args.out / "results").glob("*.json"))]
+        results = [reread(json.loads(p.read_text())) for p in sorted((args.out / "results").glob("*.json"))]
     else:  # seed-major: every arm has its first seed before any arm has its third
         results = [run_one(args, arm, seed) for seed in seeds for arm in arms]
     summary = report(args, results)

@@ -15,7 +15,7 @@ from agentrl.config.loader import load_config
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from ablate_credit import ARMS, check_arms, summarise  # noqa: E402
+from ablate_credit import ARMS, check_arms, clip_when_stepped_twice, summarise  # noqa: E402
 
 
 def test_every_arm_is_a_valid_variant_of_the_main_job() -> None:
@@ -55,6 +55,22 @@ def test_held_out_change_is_paired_within_each_run() -> None:
     assert curves["test_kinds/pass@1"]["2"]["max"] - curves["test_kinds/pass@1"]["2"]["min"] == pytest.approx(0.3)
     change = curves["test_kinds/pass@1 change"]
     assert change["0"]["mean"] == 0.0 and change["2"] == pytest.approx({"mean": 0.1, "min": 0.1, "max": 0.1, "n": 2})
+
+
+def test_clipping_is_compared_on_updates_that_took_two_optimizer_steps() -> None:
+    def run(arm: str, clip: dict[str, float], steps: dict[str, float]) -> dict:
+        curves = {"train/clip_frac_token": clip, "train/optimizer_steps": steps}
+        return {"arm": arm, "seed": 0, "wall_s": 1.0, "curves": curves}
+
+    # Step 2 of the GSPO-token run took one optimizer step (its second mini-batch had no signal): its 0 is left out.
+    gspo = run("outcome", {"1": 0.3, "2": 0.0}, {"1": 2.0, "2": 1.0})
+    grpo = run("grpo", {"1": 0.01, "2": 0.002}, {"1": 2.0, "2": 2.0})
+    assert clip_when_stepped_twice([gspo]) == {"clip_frac_token": 0.3, "steps": 1}
+    clipping = summarise([gspo, grpo])["clipping"]
+    assert clipping["grpo"] == pytest.approx({"clip_frac_token": 0.006, "steps": 2})
+    assert clipping["ratio_gspo_token_over_grpo"] == pytest.approx(50.0)
+    # No update with two optimizer steps in an arm: no clipping comparison at all, rather than a ratio of zeros.
+    assert "clipping" not in summarise([run("outcome", {"1": 0.0}, {"1": 1.0}), grpo])
 
 
 def _tiny_agent_config(tmp_path: Path, model_dir: Path) -> Path:
