@@ -167,14 +167,31 @@ def build_rows(
 
 
 def split_mini_batches(rows: list[TrainRow], num: int) -> list[list[TrainRow]]:
-    """Contiguous, equal-sized slices (whole rows); the caller validated that num divides the rows."""
+    """``num`` equal-sized mini-batches (whole rows), each holding an equal share of the rows that carry signal.
+
+    Rows whose advantages are all zero give no gradient, so a contiguous slice of them would cost an
+    optimizer step's worth of nothing while the signal crowds into the other slices; the number of
+    optimizer steps an update takes would then depend on where the signal groups happen to fall. The
+    trainable rows are cut in order into ``num`` contiguous runs as equal as possible (groups stay
+    together as far as the cut allows) and each run is topped up with zero-advantage rows to the common
+    size, which keeps every mini-batch's N (the loss normaliser) the same as a plain slice's.
+    """
     if num < 1 or len(rows) % num != 0:
         raise ConfigError(
             f"{len(rows)} rows do not split into {num} equal mini-batches; make "
             "rollout.prompts_per_step * rollout.group_size divisible by trainer.mini_batches"
         )
     size = len(rows) // num
-    return [rows[i * size : (i + 1) * size] for i in range(num)]
+    signal = [r for r in rows if r.trainable]
+    filler = iter([r for r in rows if not r.trainable])
+    base, extra = divmod(len(signal), num)
+    minis: list[list[TrainRow]] = []
+    start = 0
+    for i in range(num):
+        end = start + base + (1 if i < extra else 0)
+        minis.append(signal[start:end] + [next(filler) for _ in range(size - (end - start))])
+        start = end
+    return minis
 
 
 def pack_micro_batches(rows: Sequence[TrainRow], token_budget: int) -> list[MicroBatch]:

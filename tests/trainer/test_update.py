@@ -10,7 +10,8 @@ import torch
 from trainer_episodes import make_groups
 
 from agentrl.config.sections import AlgorithmConfig, TrainerConfig
-from agentrl.trainer.batch import build_rows, pack_micro_batches, segment_row
+from agentrl.errors import ConfigError
+from agentrl.trainer.batch import build_rows, pack_micro_batches, segment_row, split_mini_batches
 from agentrl.trainer.logprobs import PolicyLogprobs, naive_token_logprobs
 from agentrl.trainer.update import PolicyUpdater
 from agentrl.trajectory import TokenSegment
@@ -86,6 +87,21 @@ def test_update_changes_parameters_and_skips_zero_advantage_groups(tiny_lm: torc
     assert metrics["train/clip_frac_seq"] in (0.0, 0.25, 0.5)
     changed = [k for k, v in tiny_lm.state_dict().items() if not torch.equal(v, before[k])]
     assert changed
+
+
+def test_mini_batches_share_the_signal_whatever_order_the_groups_come_in(tiny_lm: torch.nn.Module) -> None:
+    # both signal groups first: plain halves would put all 4 trainable rows in mini-batch 0 and leave
+    # mini-batch 1 without signal, so the update would take one optimizer step instead of two
+    groups = make_groups(tiny_lm, [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [1.0, 1.0]])
+    rows = build_rows(groups, 2, AlgorithmConfig(), 0)
+    minis = split_mini_batches(rows, 2)
+    assert [len(m) for m in minis] == [4, 4]
+    assert [sum(r.trainable for r in m) for m in minis] == [2, 2]
+    assert [[r.episode_index for r in m if r.trainable] for m in minis] == [[0, 1], [2, 3]]  # groups stay whole
+    assert sorted(id(r) for m in minis for r in m) == sorted(id(r) for r in rows)
+    assert _updater(tiny_lm).update(rows)["train/optimizer_steps"] == 2.0
+    with pytest.raises(ConfigError, match="divisible by trainer.mini_batches"):
+        split_mini_batches(rows, 3)
 
 
 def test_update_is_invariant_to_micro_batch_budget(tiny_lm: torch.nn.Module) -> None:
