@@ -76,7 +76,9 @@ def end_of_turn_id(assembler: ChatAssembler) -> int | None:
 def chat_tokens(assembler: ChatAssembler, chat: Sequence[Message]) -> TokenSegment:
     """The token row of ``chat`` as a rollout records it: assistant turns trained, the rest context.
 
-    The chat must open with non-assistant messages and contain at least one assistant message.
+    The chat must open with non-assistant messages and contain at least one assistant message. An assistant
+    message with ``"trained": False`` stays in the context (the model sees it, e.g. a scripted wrong draft)
+    but is not trained on.
     """
     messages = [dict(m) for m in chat]
     first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
@@ -86,6 +88,7 @@ def chat_tokens(assembler: ChatAssembler, chat: Sequence[Message]) -> TokenSegme
     ledger.start(messages[:first])
     stop = end_of_turn_id(assembler)
     turn, pending = 0, []
+    context_turns: set[int] = set()
     for message in messages[first:]:
         if message["role"] != "assistant":
             pending.append(message)
@@ -100,9 +103,13 @@ def chat_tokens(assembler: ChatAssembler, chat: Sequence[Message]) -> TokenSegme
             )
         ids = assembler.encode(message["content"]) + ([stop] if stop is not None else [])
         ledger.append_sampled(ids, [0.0] * len(ids), [0] * len(ids), turn)
+        if message.get("trained", True) is False:
+            context_turns.add(turn)
         ledger.end_turn(ledger.decode_turn(ids))
         turn += 1
-    return ledger.segment
+    segment = ledger.segment  # untrained turns are masked only now: the ledger finds a turn's tokens by its mask
+    segment.loss_mask = [0 if t in context_turns else m for m, t in zip(segment.loss_mask, segment.turn_ids)]
+    return segment
 
 
 def _batches(rows: list[TokenSegment], batch_tokens: int, rng: random.Random) -> list[list[TokenSegment]]:

@@ -37,14 +37,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--micro-batch-tokens", type=int, default=1024, help="Padded tokens per forward; 0: the whole batch at once."
     )
+    parser.add_argument(
+        "--untrained-drafts", action="store_true", help="Keep the wrong drafts as context only (train the fixes)."
+    )
+    parser.add_argument(
+        "--repeat-frac", type=float, default=0.0, help="Fraction of chats that repeat the wrong draft before the fix."
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sandbox", default="auto", help="Sandbox kind the chats are played in (auto/docker/process).")
     return parser.parse_args(argv)
 
 
-def scripted_chats(task_count: int, seed: int, sandbox: str) -> tuple[list[list[dict]], int, list[dict]]:
+def scripted_chats(
+    task_count: int, seed: int, sandbox: str, *, train_drafts: bool = True, repeat_frac: float = 0.0
+) -> tuple[list[list[dict]], int, list[dict]]:
     """Fail-then-fix chats of up to ``task_count`` training tasks (seeded choice), how many tasks were tried, and
-    the env's tool schemas (the rollout renders them into the prompt, so the warm-up does too)."""
+    the env's tool schemas (the rollout renders them into the prompt, so the warm-up does too). A seeded
+    ``repeat_frac`` of the chats repeat their wrong draft once before the fix (``fail_then_fix(repeat=True)``)."""
     from envs.code_agent.env import CodeAgentEnv
     from envs.code_agent.traces import fail_then_fix
 
@@ -53,7 +62,12 @@ def scripted_chats(task_count: int, seed: int, sandbox: str) -> tuple[list[list[
         task_ids = env.task_ids()
         random.Random(seed).shuffle(task_ids)
         chosen = task_ids[:task_count]
-        chats = [chat for chat in (fail_then_fix(env, task_id) for task_id in chosen) if chat is not None]
+        rng = random.Random(f"{seed}/repeat")
+        traces = (
+            fail_then_fix(env, task_id, train_draft=train_drafts, repeat=rng.random() < repeat_frac)
+            for task_id in chosen
+        )
+        chats = [chat for chat in traces if chat is not None]
         schemas = env.tool_schemas()
     finally:
         env.close()
@@ -89,7 +103,9 @@ def main(argv: list[str] | None = None) -> dict:
     from agentrl.sft import SftConfig, run_sft
 
     torch.manual_seed(args.seed)
-    chats, tried, schemas = scripted_chats(args.tasks, args.seed, args.sandbox)
+    chats, tried, schemas = scripted_chats(
+        args.tasks, args.seed, args.sandbox, train_drafts=not args.untrained_drafts, repeat_frac=args.repeat_frac
+    )
     print(f"[warmup] {len(chats)} fail-then-fix chats from {tried} training tasks", flush=True)
     tokenizer = load_tokenizer(args.model)
     lm = load_model(args.model, dtype=torch.float32)
@@ -106,7 +122,14 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"[warmup] step {step}: token NLL {loss:.3f} ({time.perf_counter() - began:.0f} s)", flush=True)
 
     report = run_sft(lm, ChatAssembler(tokenizer, tools=schemas or None), chats, cfg, on_step=progress)
-    result = {"base_model": str(args.model), "tasks_tried": tried, **cfg.model_dump(), **report.model_dump()}
+    result = {
+        "base_model": str(args.model),
+        "tasks_tried": tried,
+        "untrained_drafts": args.untrained_drafts,
+        "repeat_frac": args.repeat_frac,
+        **cfg.model_dump(),
+        **report.model_dump(),
+    }
     publish(args.out, lm, tokenizer, result)
     first, last = report.loss_per_step[0], report.loss_per_step[-1]
     print(

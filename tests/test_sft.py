@@ -44,6 +44,17 @@ def test_chat_tokens_are_the_rendered_chat_with_only_assistant_turns_trained(tin
         chat_tokens(assembler, [CHATS[0][0], CHATS[0][1], CHATS[0][1]])
 
 
+def test_an_untrained_assistant_turn_is_context_only(tiny_model_dir: Path) -> None:
+    assembler = ChatAssembler(load_tokenizer(tiny_model_dir))
+    chat = [dict(m) for m in CHATS[0]]
+    chat[1]["trained"] = False  # the wrong draft: seen, not imitated
+    row, full = chat_tokens(assembler, chat), chat_tokens(assembler, CHATS[0])
+    assert row.completion_ids == full.completion_ids  # the same tokens in context
+    trained = [t for t, m in zip(row.completion_ids, row.loss_mask) if m]
+    assert assembler.decode(trained) == CHATS[0][3]["content"] + "<|im_end|>"  # only the fix is trained
+    assert sum(row.loss_mask) < sum(full.loss_mask)
+
+
 def test_warmup_lowers_the_loss_of_the_scripted_chats(tiny_model_dir: Path) -> None:
     torch.manual_seed(0)
     tokenizer, lm = load_tokenizer(tiny_model_dir), load_model(tiny_model_dir)

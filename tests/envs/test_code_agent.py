@@ -194,3 +194,19 @@ def test_fail_then_fix_trace_is_the_envs_own_chat(sandbox_kind: str) -> None:
         )
     finally:
         env.close()
+
+
+def test_fail_repeat_fix_trace_keeps_the_drafts_as_untrained_context(sandbox_kind: str) -> None:
+    from envs.code_agent.traces import code_reply, fail_then_fix
+
+    task = task_of("slices")
+    env = CodeAgentEnv(split="all", sandbox={"kind": sandbox_kind})
+    try:
+        trace = fail_then_fix(env, task.task_id, train_draft=False, repeat=True)
+        assert trace is not None
+        assert [m["role"] for m in trace] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+        assert trace[1]["content"] == trace[3]["content"] != trace[5]["content"] == code_reply(task.solution)
+        assert trace[4]["content"].startswith("This is the same code as your previous version")
+        assert [m.get("trained", True) for m in trace if m["role"] == "assistant"] == [False, False, True]
+    finally:
+        env.close()
