@@ -25,6 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction; give a value from 0 to 1, e.g. 0.5")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The warm-up's command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -41,7 +48,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--untrained-drafts", action="store_true", help="Keep the wrong drafts as context only (train the fixes)."
     )
     parser.add_argument(
-        "--repeat-frac", type=float, default=0.0, help="Fraction of chats that repeat the wrong draft before the fix."
+        "--repeat-frac",
+        type=_fraction,
+        default=0.0,
+        help="Fraction of chats that repeat the wrong draft before the fix (0-1).",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sandbox", default="auto", help="Sandbox kind the chats are played in (auto/docker/process).")
