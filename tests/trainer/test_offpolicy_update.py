@@ -85,6 +85,9 @@ def test_recompute_stale_forwards_only_stale_trainable_rows_and_updates_as_recom
     assert [r.logp_behaviour for r in rows[:8]] == engine[:8]
     # the engine of the fresh rows matches the trainer, so the two proximal policies give the same update
     assert m_stale["train/loss"] == pytest.approx(m_every["train/loss"], rel=1e-5, abs=1e-7)
+    # Adam divides each element's gradient by its own scale, so an element whose gradient is a rounding residue
+    # of the two recomputes moves by a sizeable fraction of lr either way; a different update moves many elements
+    # by about lr (1e-3) per step. A tenth of lr separates the two.
     for (name, a), b in zip(tiny_lm.state_dict().items(), every_lm.state_dict().values()):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(a, b, rtol=0.0, atol=1e-4, msg=name)
     assert m_stale["train/is_abs_log_ratio_mean"] == pytest.approx(m_every["train/is_abs_log_ratio_mean"], abs=1e-5)
