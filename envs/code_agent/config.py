@@ -43,6 +43,14 @@ class CodeAgentConfig(BaseModel):
         description="Per-turn reward: shaping x (change in the fraction of visible examples the latest draft passes). "
         "Potential-based, so it sums to shaping x the final draft's fraction whatever the policy does.",
     )
+    stall_penalty: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Turn reward of a draft that fails and whose results on the visible examples (pass flags, returned "
+        "values, errors) equal an earlier draft's of the episode, an identical resubmission included: the turn taught "
+        "nothing. Not potential-based: it prefers episodes that use their turns to try something new.",
+    )
     zero_reward_if_flagged: bool = Field(
         False,
         description="Outcome 0 (and no positive shaping) for an episode whose checks raised a hack flag (attempted "

@@ -5,7 +5,8 @@ defines the entry point is a *draft*: the grader runs it on the task's visible e
 process and the model reads which failed and what they returned or raised. With ``submit: on_pass``
 the first draft that passes every example is graded by the hidden tests; on the last turn the latest
 draft is. Reward: the episode outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
-(the change in the fraction of examples the latest draft passes); see docs/code-agent.md. Every check
+(the change in the fraction of examples the latest draft passes, minus ``stall_penalty`` for a failing
+draft whose example results the episode has already seen); see docs/code-agent.md. Every check
 runs across the grader's trust boundary (``envs.code_exec.grading``); attempted exploits it sees are
 ``info["hack_flags"]``.
 """
@@ -50,6 +51,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         self.cells: list[dict[str, str]] = []  # {"code", "output"} of every cell since the session started
         self.draft: str | None = None  # the latest code that defines the entry point
         self.potential = 0.0  # fraction of visible examples the latest draft passes
+        self.seen_results: list[list[Any]] = []  # visible-example results of every checked draft (stall_penalty)
         self.shaping_total = 0.0
         self.flags: list[str] = []  # hack flags raised by any check of this episode
 
@@ -145,14 +147,22 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         text = "This is the same code as your previous version, so it gives the same results" + (
             f": change `{self.task.entry_point}` to fix the failing examples." if failing else "."
         )
+        reward = self._stalled() if failing else 0.0
         info = {
             "action": "run",
             "repeated": True,
+            "stalled": failing,
             "run_failed": failing,
             "success": False,
-            "reward_components": {"shaping": 0.0},
+            "reward_components": {"shaping": reward},
         }
-        return [self._reply(parsed, text)], 0.0, False, False, info
+        return [self._reply(parsed, text)], reward, False, False, info
+
+    def _stalled(self) -> float:
+        """Turn reward of a failing draft that changed nothing on the visible examples (``stall_penalty``)."""
+        penalty = self.config.stall_penalty
+        self.shaping_total -= penalty
+        return -penalty if penalty else 0.0
 
     def _check(self, code: str) -> Verdicts:
         """The draft's verdicts on the visible examples."""
@@ -175,13 +185,17 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
             reward = min(reward, 0.0)
         self.potential = verdicts.fraction
         self.shaping_total += reward
+        results = [list(verdicts.passed), list(verdicts.messages), verdicts.setup_error]
+        if not verdicts.success and results in self.seen_results:
+            reward += self._stalled()  # e.g. a renamed variable, or back to an earlier draft: same feedback again
+        self.seen_results.append(results)
         return reward
 
     def _submit(self, code: str | None) -> StepResult:
         if code is None:  # never wrote a draft: nothing to grade, outcome 0
             return [], 0.0, True, False, self._outcome_info(0.0, False, 0, len(self.task.hidden), [])
-        if code == self.draft:
-            return self._grade(code, 0.0, None)  # already checked: its potential is current
+        if code == self.draft:  # already checked: its potential is current; a failing one is resubmitted unchanged
+            return self._grade(code, self._stalled() if self.potential < 1.0 else 0.0, None)
         verdicts = self._check(code)
         self.draft = code
         return self._grade(code, self._shape(verdicts), verdicts)
@@ -233,6 +247,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
             "potential": self.potential,
             "shaping_total": self.shaping_total,
             "flags": list(self.flags),
+            "seen_results": [list(results) for results in self.seen_results],
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -244,3 +259,4 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         self.turn, self.draft = int(snapshot["turn"]), snapshot["draft"]
         self.potential, self.shaping_total = float(snapshot["potential"]), float(snapshot["shaping_total"])
         self.flags = list(snapshot.get("flags", []))  # absent in snapshots written before hack flags
+        self.seen_results = [list(results) for results in snapshot.get("seen_results", [])]  # absent before 2026-12

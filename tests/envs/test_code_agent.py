@@ -210,3 +210,30 @@ def test_fail_repeat_fix_trace_keeps_the_drafts_as_untrained_context(sandbox_kin
         assert [m.get("trained", True) for m in trace if m["role"] == "assistant"] == [False, False, True]
     finally:
         env.close()
+
+
+def test_a_failing_draft_with_results_already_seen_costs_the_stall_penalty(sandbox_kind: str) -> None:
+    """Resubmitting, renaming, or going back to an earlier failing draft repeats feedback: each costs the penalty."""
+    task = task_of("predicates")
+    wrong, other = task.wrong[0], f"def {task.entry_point}(x):\n    return None"
+    env = CodeAgentEnv(split="all", max_turns=6, stall_penalty=0.1, sandbox={"kind": sandbox_kind})
+    try:
+        env.reset(seed=0, options={"task_id": task.task_id})
+        first = env.step(block(wrong))[1]
+        _, repeat, _, _, info = env.step(block(wrong))
+        assert info["repeated"] and info["stalled"] and repeat == pytest.approx(-0.1)
+        _, cosmetic, *_ = env.step(block(f"# the same, commented\n{wrong}"))
+        assert cosmetic == pytest.approx(-0.1)  # different code, the same results on every example
+        _, new, *_ = env.step(block(other))
+        assert new == pytest.approx(-first)  # new results: plain shaping (returning None passes no example)
+        _, back, *_ = env.step(block(wrong))
+        assert back == pytest.approx(first - 0.1)  # back to the first draft's results
+        _, last, terminated, _, info = env.step("Submitting it.")  # the failing draft again, on the last turn
+        assert terminated and not info["success"] and last == pytest.approx(-0.1)
+        assert env.shaping_total == pytest.approx(first - 0.4)
+        env.reset(seed=0, options={"task_id": task.task_id})
+        env.step(block(wrong))
+        assert env.step(block(task.solution))[2]  # a fix is never a stall
+        assert env.shaping_total == pytest.approx(0.2)
+    finally:
+        env.close()
