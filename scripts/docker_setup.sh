@@ -8,6 +8,17 @@ IMAGE=${IMAGE:-agentrl-python:1}
 LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 
 engine_up() { timeout 10 docker info >/dev/null 2>&1; }
+# The engine outlives this script, so it must not keep the caller's open files: a lock the caller holds
+# (flock around a test run, say) would otherwise stay held until the engine stops.
+start_detached() {
+  (
+    for fd in /proc/self/fd/*; do
+      n=${fd##*/}
+      if [ "$n" -gt 2 ]; then eval "exec $n>&-" 2>/dev/null || true; fi
+    done
+    exec setsid "$@"
+  ) &
+}
 dockerd_running() { pgrep -x dockerd >/dev/null 2>&1 || pidof dockerd >/dev/null 2>&1; }
 wait_engine() {  # up to $1 half-second tries
   for _ in $(seq 1 "$1"); do
@@ -35,13 +46,13 @@ if ! engine_up; then
   if ! dockerd_running; then
     echo "[docker] starting dockerd (log: $LOG)"
     # No systemd here: run it detached (setsid). Defaults (overlay2, iptables-nft) worked on this machine.
-    setsid dockerd >"$LOG" 2>&1 < /dev/null &
+    start_detached dockerd >"$LOG" 2>&1 < /dev/null
     wait_engine 40 || true
   fi
   if ! engine_up && ! dockerd_running; then
     # Sandboxes need no network: where iptables or the bridge cannot be set up (nested containers), run without.
     echo "[docker] dockerd exited; retrying with --iptables=false --bridge=none (log: $LOG)"
-    setsid dockerd --iptables=false --ip6tables=false --bridge=none >>"$LOG" 2>&1 < /dev/null &
+    start_detached dockerd --iptables=false --ip6tables=false --bridge=none >>"$LOG" 2>&1 < /dev/null
   fi
   wait_engine 60 || true
   if ! engine_up; then
