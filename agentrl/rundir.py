@@ -3,6 +3,8 @@
 A new run gets ``logging.run_root/<logging.run_name, else <config stem>-<YYYYmmdd-HHMMSS>>``. A
 directory that already holds a run (a ``checkpoints/`` folder or a rollout buffer) is never reused
 silently: continuing it takes ``--resume DIR``, so two jobs never write into one run by accident.
+An unnamed run claims its directory with an atomic ``mkdir``; jobs of a sweep started in the same
+second get ``-2``, ``-3``, ... instead of sharing one directory (and one rollout buffer).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ def holds_run(run_dir: Path) -> bool:
 
 
 def new_run_dir(logging: LoggingConfig, config_name: str) -> Path:
-    """Create the directory of a new run; ConfigError when it already holds one."""
-    name = logging.run_name or f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = Path(logging.run_root) / name
+    """Create the directory of a new run; ConfigError when a named one already holds a run."""
+    if not logging.run_name:
+        return _claim_timestamped(Path(logging.run_root), f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = Path(logging.run_root) / logging.run_name
     if holds_run(run_dir):
         raise ConfigError(
             f"run directory {str(run_dir)!r} already holds a run ({CHECKPOINTS_DIR}/ or {BUFFER_FILE}); pass --resume "
@@ -33,6 +36,19 @@ def new_run_dir(logging: LoggingConfig, config_name: str) -> Path:
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir
+
+
+def _claim_timestamped(root: Path, stem: str, tries: int = 1000) -> Path:
+    """``root/stem``, else the first free ``root/stem-N``: mkdir either creates the directory or fails, never both."""
+    root.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, tries + 1):
+        run_dir = root / (stem if attempt == 1 else f"{stem}-{attempt}")
+        try:
+            run_dir.mkdir()
+        except FileExistsError:
+            continue
+        return run_dir
+    raise ConfigError(f"{tries} runs named {stem!r} already exist under {str(root)!r}; set logging.run_name")
 
 
 def resumed_run_dir(path: str | Path, *, needs: str, command: str) -> Path:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentrl.config.loader import load_config
+from agentrl.config.sections import LoggingConfig
 from agentrl.errors import ConfigError, RolloutBufferError
 from agentrl.rollout.buffer import BUFFER_FILE
 from agentrl.rollout.stack import build_rollout_stack, eval_plan, load_run_tokenizer
@@ -46,6 +48,25 @@ def test_a_run_directory_that_holds_a_run_is_never_reused_silently(tiny_model_di
         resumed_run_dir(run_dir, needs=BUFFER_FILE, command="agentrl rollout")
     unnamed = _cfg(tiny_model_dir, tmp_path)
     assert new_run_dir(unnamed.logging, "quick").name.startswith("quick-")
+
+
+def _claim_five(run_root: str, out: Any) -> None:
+    cfg = LoggingConfig(run_root=run_root)
+    out.put([str(new_run_dir(cfg, "sweep")) for _ in range(5)])
+
+
+def test_unnamed_runs_started_together_get_their_own_directories(tmp_path: Path) -> None:
+    """Four processes claiming five run directories each, within a second or two: twenty distinct directories."""
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    jobs = [context.Process(target=_claim_five, args=(str(tmp_path), out)) for _ in range(4)]
+    for job in jobs:
+        job.start()
+    claimed = [path for _ in jobs for path in out.get(timeout=60)]
+    for job in jobs:
+        job.join(timeout=60)
+    assert len(set(claimed)) == 20 and all(Path(path).is_dir() for path in claimed)
+    assert any(path.endswith("-2") for path in claimed)  # same-second names were bumped, not shared
 
 
 def test_the_stack_builds_collects_and_closes(tiny_model_dir: Path, tmp_path: Path) -> None:
