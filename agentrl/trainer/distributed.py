@@ -7,6 +7,7 @@ single-process gradient of the whole mini-batch (GSPO.md 2.4: N counts rows over
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 
@@ -82,12 +83,17 @@ def close_distributed() -> None:
     barrier keeps rank 0, which hosts the store, from leaving while another rank still talks to it. Call it
     only on a clean or agreed end: after a failure on one rank the barrier would wait for ranks that are
     gone (torchrun tears the others down).
+
+    Call it after the sharded model is dropped: FSDP2 modules hold the group and sit in reference cycles,
+    so the collection here frees them (and the gloo work they reference) while the interpreter is whole.
     """
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        gc.collect()  # unreachable FSDP modules go now, not during interpreter finalisation
         dist.barrier()
         dist.destroy_process_group()
+        gc.collect()
 
 
 def shard_policy(policy: nn.Module, decoder_layers: nn.ModuleList) -> nn.Module:

@@ -9,30 +9,35 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
+if TYPE_CHECKING:
+    from agentrl.trainer.distributed import DistInfo
+
 
 def main(model_dir: str, out_path: str) -> None:
+    """Join the group, update once, leave the group after the sharded model is gone (as ``train`` does)."""
+    from agentrl.trainer.distributed import close_distributed, init_distributed
+
+    _update_and_dump(model_dir, out_path, init_distributed())
+    close_distributed()
+
+
+def _update_and_dump(model_dir: str, out_path: str, dist: DistInfo) -> None:
     """Build, optionally shard, update once, dump results."""
     from transformers import AutoModelForCausalLM
 
     from agentrl.config.sections import AlgorithmConfig, TrainerConfig
     from agentrl.trainer.batch import build_rows
-    from agentrl.trainer.distributed import (
-        close_distributed,
-        decoder_layers_of,
-        full_state_dict,
-        init_distributed,
-        shard_policy,
-    )
+    from agentrl.trainer.distributed import decoder_layers_of, full_state_dict, shard_policy
     from agentrl.trainer.logprobs import PolicyLogprobs
     from agentrl.trainer.update import PolicyUpdater
 
     sys.path.insert(0, str(Path(__file__).parent))
     from trainer_episodes import make_groups
 
-    dist = init_distributed()
     torch.manual_seed(0)
     lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     groups = make_groups(
@@ -67,7 +72,6 @@ def main(model_dir: str, out_path: str) -> None:
         report = {"metrics": metrics, "params": params, "world": dist.world_size, "backend": backend}
         Path(out_path).write_text(json.dumps(report))
         torch.save(state, out_path + ".pt")
-    close_distributed()
 
 
 if __name__ == "__main__":

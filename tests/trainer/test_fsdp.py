@@ -51,7 +51,8 @@ def test_fsdp2_two_processes_match_single_process(tiny_model_dir: Path, tmp_path
         str(tiny_model_dir),
         str(dual),
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", DEVICE_ENV: "cuda"}
+    # PYTHONFAULTHANDLER: should a rank abort, its Python stack is in the failure message
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", DEVICE_ENV: "cuda", "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = json.loads(single.read_text()), json.loads(dual.read_text())
