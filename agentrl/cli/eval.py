@@ -29,7 +29,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--split", default=None, help="Sets env.kwargs.split (e.g. test, test_kinds, test_instances).")
     parser.add_argument("--limit", type=int, default=None, help="Evaluate only the first N tasks.")
     parser.add_argument(
-        "--temperature", type=float, default=None, help="Sampling temperature (default: rollout.temperature)."
+        "--temperature",
+        type=float,
+        default=None,
+        help="Sampling temperature; 0 = greedy, as the held-out evaluation of `train` (default: rollout.temperature).",
     )
     parser.add_argument("--concurrency", type=int, default=16, help="Episodes in flight at once (default 16).")
     parser.add_argument(
@@ -53,8 +56,6 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     extra = list(args.overrides)
     if args.split is not None:
         extra.append(f"env.kwargs.split={args.split}")
-    if args.temperature is not None:
-        extra.append(f"rollout.temperature={args.temperature}")
     return extra
 
 
@@ -66,7 +67,10 @@ async def run_eval(args: argparse.Namespace) -> Any:
 
     ks = parse_ks(args.k, args.samples)
     cfg = load_config(args.config, _overrides(args))
-    plan = eval_plan(cfg, samples=args.samples, max_tasks=args.limit)
+    if args.temperature is not None and args.temperature < 0:
+        raise ConfigError(f"--temperature {args.temperature} must be >= 0 (0 decodes greedily)")
+    # Passed to the plan, not as rollout.temperature: that one must be > 0 (training samples), greedy is eval-only.
+    plan = eval_plan(cfg, samples=args.samples, temperature=args.temperature, max_tasks=args.limit)
     engine = build_engine(cfg)
     tokenizer = load_run_tokenizer(cfg)
     done = {"episodes": 0}

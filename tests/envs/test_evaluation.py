@@ -114,3 +114,33 @@ def test_eval_cli_writes_a_report(tiny_model_dir: Path, tmp_path: Path, capsys: 
     assert report["num_tasks"] == 2 and report["pass_at_k"] == {"1": 0.5, "2": 0.5}
     assert "pass@1 0.500" in capsys.readouterr().out
     assert main(["eval", str(config), "--samples", "1", "--k", "2"]) == 2  # k > samples: a clean error
+
+
+def test_eval_cli_decodes_greedily_at_temperature_zero(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--temperature 0`` is the held-out evaluation's greedy decoding (rollout.temperature must stay > 0)."""
+    import agentrl.evaluation as evaluation
+
+    register_env("test/Oracle-v0", entry_point=Oracle)
+    config = tmp_path / "eval.yaml"
+    config.write_text(
+        f"model: {{path: {tiny_model_dir}}}\n"
+        "env: {id: test/Oracle-v0, kwargs: {num_tasks: 1}, import_modules: []}\n"
+        "rollout: {max_new_tokens: 8, max_episode_tokens: 256, temperature: 1.0}\nengine: {max_seq_len: 512}\n"
+    )
+    completions: list[tuple[str, tuple[int, ...]]] = []
+    real_evaluate = evaluation.evaluate
+
+    async def recording(*args: Any, **kwargs: Any) -> Any:
+        kwargs["on_episode"] = lambda ep: completions.append((ep.task_id, tuple(ep.segments[0].completion_ids)))
+        return await real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "evaluate", recording)
+    out = tmp_path / "greedy.json"
+    assert main(["eval", str(config), "--samples", "3", "--temperature", "0", "--out", str(out)]) == 0
+    assert len(completions) == 6 and len(set(completions)) == 2  # one greedy answer per task
+    completions.clear()
+    assert main(["eval", str(config), "--samples", "3", "--out", str(out)]) == 0  # rollout.temperature: 1.0
+    assert len(set(completions)) > 2
+    assert main(["eval", str(config), "--temperature", "-0.5"]) == 2
