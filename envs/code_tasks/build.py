@@ -90,6 +90,24 @@ def _typical(spec: Spec, rng: random.Random, count: int, taken: set[str]) -> lis
     return found
 
 
+def _with_two_answers(
+    judge: _Judge, visible: list[Args], edges: list[Args], rng: random.Random, taken: set[str]
+) -> list[Args]:
+    """``visible`` with its first typical input swapped for one whose answer differs, if all answers are equal.
+
+    Candidates are the unused edge cases, then fresh samples; with none found the examples stay as they were.
+    """
+    answers = {repr(judge.expected(v)) for v in visible}
+    if len(answers) > 1:
+        return visible
+    fresh = (judge.spec.sample(rng) for _ in range(_EXTRA_DRAWS))
+    for args in (*edges, *fresh):
+        if repr(judge.expected(args)) not in answers and (args in edges or repr(args) not in taken):
+            taken.add(repr(args))
+            return [args, *visible[1:]]
+    return visible
+
+
 def _choose_inputs(judge: _Judge, rng: random.Random) -> tuple[list[Args], list[Args], set[int]]:
     """(visible inputs, hidden inputs, indices of the wrong variants the hidden inputs catch)."""
     spec = judge.spec
@@ -97,7 +115,9 @@ def _choose_inputs(judge: _Judge, rng: random.Random) -> tuple[list[Args], list[
     revealing = next((e for e in edges if judge.caught(e)), edges[0])
     taken = {repr(e) for e in edges}
     visible = [*_typical(spec, rng, VISIBLE_TYPICAL, taken), revealing]
-    hidden = [e for e in edges if e != revealing]
+    if spec.mixed_visible:
+        visible = _with_two_answers(judge, visible, [e for e in edges if e != revealing], rng, taken)
+    hidden = [e for e in edges if e not in visible]
     hidden += _typical(spec, rng, max(HIDDEN - len(hidden), 2), taken)
     caught = set().union(*(judge.caught(h) for h in hidden))
     for _ in range(_EXTRA_DRAWS):  # add inputs until every catchable wrong variant is caught

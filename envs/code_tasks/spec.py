@@ -29,6 +29,9 @@ class Spec:
     wrong: tuple[str, ...]
     edge_cases: tuple[Args, ...]
     sample: Callable[[random.Random], Args] = field(compare=False)
+    # The visible examples show at least two different answers (else a constant passes them, and feedback
+    # on them cannot tell a constant draft from a fix). Opt-in per family: switching it on changes tasks.
+    mixed_visible: bool = False
 
     @property
     def signature(self) -> str:

@@ -104,6 +104,23 @@ def test_every_wrong_solution_fails_a_hidden_test_and_most_fail_a_visible_exampl
     assert revealed >= 0.9 * len(generate_tasks())
 
 
+def test_range_predicates_show_both_answers_and_catch_a_one_sided_check() -> None:
+    """A `between`/`outside` task's examples catch the commonest first drafts: one bound only, always-False."""
+    config = GeneratorConfig(families=("arith", "predicates"), heldout_families=("predicates",), kinds_per_family=40)
+    ranges = [t for t in generate_tasks(config, "test_kinds") if t.entry_point.startswith(("between", "outside"))]
+    assert len(ranges) >= 10
+    for task in ranges:
+        assert {c.expected for c in task.visible} == {"True", "False"}, task.task_id  # no constant passes them
+        assert not all(passes(f"def {task.entry_point}(x):\n    return False\n", task, task.visible_tests()))
+        assert not all(passes(f"def {task.entry_point}(x):\n    return True\n", task, task.visible_tests()))
+        lo, hi = (int(b.replace("minus", "-")) for b in task.entry_point.split("_")[1::2])
+        if task.entry_point.startswith("between"):  # the upper bound alone: the draft SmolLM2 writes first
+            one_sided = f"def {task.entry_point}(x):\n    return x <= {hi}\n"
+        else:  # `and` for `or`: never true
+            one_sided = f"def {task.entry_point}(x):\n    return x < {lo} and x > {hi}\n"
+        assert not all(passes(one_sided, task, task.visible_tests())), (task.task_id, one_sided)
+
+
 def test_failure_message_shows_the_call_and_what_it_returned() -> None:
     task = next(t for t in generate_tasks() if t.kind == "strip_affix")
     namespace: dict[str, object] = {}

@@ -138,14 +138,19 @@ def predicates(rng: random.Random) -> Spec:
         "divisible": (f"divisible_by_{m}", f"x % {m} == 0", f"x is divisible by {m}",
                       (f"x % {m} != 0", f"x > 0 and x % {m} == 0")),
         "between": (f"between_{_tag(lo)}_and_{hi}", f"{lo} <= x <= {hi}",
-                    f"{lo} <= x <= {hi} (both bounds included)", (f"{lo} < x < {hi}", f"{lo} <= x < {hi}")),
+                    f"{lo} <= x <= {hi} (both bounds included)",
+                    (f"{lo} < x < {hi}", f"{lo} <= x < {hi}", f"x <= {hi}", f"x >= {lo}")),
         "outside": (f"outside_{_tag(lo)}_to_{hi}", f"x < {lo} or x > {hi}",
                     f"x is outside the range {lo}..{hi} (the bounds themselves are inside)",
-                    (f"x <= {lo} or x >= {hi}", f"x < {lo} and x > {hi}")),
+                    (f"x <= {lo} or x >= {hi}", f"x < {lo} and x > {hi}", f"x > {lo} or x < {hi}")),
         "positive": ("is_positive", "x > 0", "x is strictly positive (0 is not)", ("x >= 0",)),
     }  # fmt: skip
     name, expr, what, wrong = forms[form]
-    edges: tuple[Args, ...] = ((0,), (lo,), (hi,), (-m,), (m * 2,), (-3,))
+    # A range's revealing example comes first: a value below the range for `between` (a draft that checks only
+    # the upper bound, the commonest first attempt, fails it) and one inside for `outside` (its answer, False,
+    # differs from most sampled inputs', so the examples show both answers and an always-True draft fails).
+    revealing: tuple[Args, ...] = {"between": ((lo - 2,),), "outside": (((lo + hi) // 2,),)}.get(form, ())
+    edges: tuple[Args, ...] = (*revealing, (0,), (lo,), (hi,), (-m,), (m * 2,), (-3,))
     return Spec(
         key=f"predicates:{expr}",
         entry_point=name,
@@ -156,6 +161,7 @@ def predicates(rng: random.Random) -> Spec:
         wrong=tuple(source(_ONE_ARG, n=name, e=w) for w in wrong),
         edge_cases=edges,
         sample=lambda r: (r.randint(-15, 25),),
+        mixed_visible=True,
     )
 
 
