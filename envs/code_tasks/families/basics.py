@@ -146,11 +146,12 @@ def predicates(rng: random.Random) -> Spec:
         "positive": ("is_positive", "x > 0", "x is strictly positive (0 is not)", ("x >= 0",)),
     }  # fmt: skip
     name, expr, what, wrong = forms[form]
-    # A range's revealing example comes first: a value below the range for `between` (a draft that checks only
-    # the upper bound, the commonest first attempt, fails it) and one inside for `outside` (its answer, False,
-    # differs from most sampled inputs', so the examples show both answers and an always-True draft fails).
-    revealing: tuple[Args, ...] = {"between": ((lo - 2,),), "outside": (((lo + hi) // 2,),)}.get(form, ())
-    edges: tuple[Args, ...] = (*revealing, (0,), (lo,), (hi,), (-m,), (m * 2,), (-3,))
+    # A range's revealing examples come first: for `between` a value below the range (a draft that checks only
+    # the upper bound, the commonest first attempt, fails it), then the lower bound (the True example that
+    # mixed_visible swaps in; an excluded bound fails it); for `outside` one inside (its answer, False, differs
+    # from most sampled inputs', so the examples show both answers and an always-True draft fails).
+    first: tuple[Args, ...] = {"between": ((lo - 2,), (lo,)), "outside": (((lo + hi) // 2,),)}.get(form, ())
+    edges = tuple(dict.fromkeys((*first, (0,), (lo,), (hi,), (-m,), (m * 2,), (-3,))))
     return Spec(
         key=f"predicates:{expr}",
         entry_point=name,
