@@ -84,8 +84,8 @@ def close_distributed() -> None:
     only on a clean or agreed end: after a failure on one rank the barrier would wait for ranks that are
     gone (torchrun tears the others down).
 
-    Call it after the sharded model is dropped: FSDP2 modules hold the group and sit in reference cycles,
-    so the collection here frees them (and the gloo work they reference) while the interpreter is whole.
+    Call it after the sharded model is dropped: FSDP2 modules sit in reference cycles, so the collection here
+    frees them while the interpreter is whole rather than during its finalisation.
     """
     import torch.distributed as dist
 

@@ -100,7 +100,7 @@ def _with_two_answers(
     answers = {repr(judge.expected(v)) for v in visible}
     if len(answers) > 1:
         return visible
-    fresh = (judge.spec.sample(rng) for _ in range(_EXTRA_DRAWS))
+    fresh = [judge.spec.sample(rng) for _ in range(_EXTRA_DRAWS)]  # drawn up front: the rng advances the same
     for args in (*edges, *fresh):
         if repr(judge.expected(args)) not in answers and (args in edges or repr(args) not in taken):
             taken.add(repr(args))

@@ -151,7 +151,7 @@ def predicates(rng: random.Random) -> Spec:
     # mixed_visible swaps in; an excluded bound fails it); for `outside` one inside (its answer, False, differs
     # from most sampled inputs', so the examples show both answers and an always-True draft fails).
     first: tuple[Args, ...] = {"between": ((lo - 2,), (lo,)), "outside": (((lo + hi) // 2,),)}.get(form, ())
-    edges = tuple(dict.fromkeys((*first, (0,), (lo,), (hi,), (-m,), (m * 2,), (-3,))))
+    edges: tuple[Args, ...] = (*first, (0,), (lo,), (hi,), (-m,), (m * 2,), (-3,))  # build.py drops repeats
     return Spec(
         key=f"predicates:{expr}",
         entry_point=name,
