@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, SerializeAsAny, field_validator
+from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from agentrl.config.base import StrictModel
@@ -322,6 +322,15 @@ class LoggingConfig(StrictModel):
     plot_every: int = Field(1, ge=1, description="Refresh the PNG plots every N steps.")
 
 
+class SplitEval(StrictModel):
+    """How one held-out split is evaluated where it differs from the eval section's ``samples``/``temperature``."""
+
+    samples: int | None = Field(None, ge=1, description="Episodes per task on this split (None: eval.samples).")
+    temperature: float | None = Field(
+        None, ge=0.0, description="Sampling temperature on this split; 0 = greedy (None: eval.temperature)."
+    )
+
+
 class EvalConfig(StrictModel):
     """Held-out evaluation run by ``agentrl train`` before the first and after the last step (and every N steps)."""
 
@@ -340,3 +349,44 @@ class EvalConfig(StrictModel):
         description="Also evaluate after every N-th training step (a learning curve; paired like before/after, "
         "so keep it small with max_tasks); None: only before and after.",
     )
+    per_split: dict[str, SplitEval] = Field(
+        default_factory=dict,
+        description="Settings for single splits, e.g. {test_kinds: {samples: 8, temperature: 0.7}}: sampled pass@1 "
+        "from many samples where greedy decoding hides a change, greedy where one episode per task suffices.",
+    )
+
+    @model_validator(mode="after")
+    def _per_split_names_evaluated_splits(self) -> EvalConfig:
+        unknown = sorted(set(self.per_split) - set(self.splits))
+        if unknown:
+            raise PydanticCustomError(
+                "eval_per_split",
+                "{message}",
+                {
+                    "message": f"eval.per_split names {unknown}, which eval.splits {self.splits} does not evaluate",
+                    "fix": "add the split to eval.splits or remove its entry from eval.per_split",
+                },
+            )
+        for split in self.splits:
+            samples, temperature = self.samples_for(split), self.temperature_for(split)
+            if samples > 1 and temperature == 0.0:
+                raise PydanticCustomError(
+                    "eval_greedy_samples",
+                    "{message}",
+                    {
+                        "message": f"split {split!r} asks for {samples} greedy samples per task: greedy episodes "
+                        "of a task are identical, so they cost time and add nothing",
+                        "fix": "set its samples to 1, or a temperature above 0 for sampled pass@1",
+                    },
+                )
+        return self
+
+    def samples_for(self, split: str) -> int:
+        """Episodes per task on ``split``."""
+        override = self.per_split.get(split)
+        return override.samples if override and override.samples is not None else self.samples
+
+    def temperature_for(self, split: str) -> float:
+        """Sampling temperature on ``split`` (0 = greedy)."""
+        override = self.per_split.get(split)
+        return override.temperature if override and override.temperature is not None else self.temperature

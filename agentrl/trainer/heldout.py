@@ -20,10 +20,10 @@ from agentrl.trainer.seeding import SeededEngine
 
 
 async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str) -> EvalReport:
-    """pass@1 of ``engine`` on ``split`` of the run's env (greedy when ``eval.temperature`` is 0)."""
-    plan = eval_plan(
-        cfg, samples=cfg.eval.samples, split=split, temperature=cfg.eval.temperature, max_tasks=cfg.eval.max_tasks
-    )
+    """pass@1 of ``engine`` on ``split`` of the run's env (``eval.per_split`` may set its samples and temperature;
+    greedy when the temperature is 0)."""
+    samples, temperature = cfg.eval.samples_for(split), cfg.eval.temperature_for(split)
+    plan = eval_plan(cfg, samples=samples, split=split, temperature=temperature, max_tasks=cfg.eval.max_tasks)
     # Common random numbers: the same seed stream before and after training, so the comparison is
     # paired (the same model samples the same answers) and its noise shrinks to what training changed.
     paired = SeededEngine(engine, cfg.trainer.seed)
@@ -33,7 +33,7 @@ async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str
         plan.env_factory,
         tokenizer,
         plan.rollout,
-        samples=cfg.eval.samples,
+        samples=samples,
         ks=(1,),
         task_ids=plan.task_ids,
         concurrency=cfg.eval.concurrency,

@@ -118,7 +118,7 @@ def test_train_evaluates_held_out_splits_before_and_after(
     from agentrl.trainer.loop import train
 
     cfg_path = _config(
-        tmp_path, tiny_model_dir, {"splits": ["test_kinds"], "samples": 2, "max_tasks": 2, "temperature": 0.0}
+        tmp_path, tiny_model_dir, {"splits": ["test_kinds"], "samples": 2, "max_tasks": 2, "temperature": 1.0}
     )
     run_dir = train(load_config(cfg_path, ["logging.run_name=heldout"]), config_name="run")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -213,3 +213,37 @@ def test_before_and_after_evaluations_are_paired(tiny_model_dir: Path, tmp_path:
     first, second = asyncio.run(twice())
     assert len(first) == 4 and len({out for _, out in first}) > 1  # 2 tasks x 2 samples, not all alike
     assert first == second
+
+
+def test_per_split_settings_override_the_eval_defaults(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """A split can be sampled (many episodes, T > 0) while the others stay greedy; bad entries are refused."""
+    import asyncio
+
+    from agentrl.engines.factory import make_engine
+    from agentrl.errors import ConfigError
+    from agentrl.models.loading import load_tokenizer
+    from agentrl.trainer.heldout import evaluate_split
+
+    section = {"splits": ["test_kinds", "test_instances"], "max_tasks": 2, "per_split": {"test_kinds": {"samples": 3}}}
+    with pytest.raises(ConfigError, match="3 greedy samples per task"):
+        load_config(_config(tmp_path, tiny_model_dir, section), [])
+    section["per_split"] = {"test_kinds": {"samples": 3, "temperature": 1.0}, "test": {"samples": 2}}
+    with pytest.raises(ConfigError, match=r"names \['test'\], which eval.splits"):
+        load_config(_config(tmp_path, tiny_model_dir, section), [])
+    del section["per_split"]["test"]
+    cfg = load_config(_config(tmp_path, tiny_model_dir, section), [])
+    assert (cfg.eval.samples_for("test_kinds"), cfg.eval.temperature_for("test_kinds")) == (3, 1.0)
+    assert (cfg.eval.samples_for("test_instances"), cfg.eval.temperature_for("test_instances")) == (1, 0.0)
+
+    async def both() -> tuple[Any, Any]:
+        engine = make_engine(cfg.engine, cfg.model)
+        try:
+            tokenizer = load_tokenizer(tiny_model_dir)
+            kinds = await evaluate_split(cfg, engine, tokenizer, "test_kinds")
+            return kinds, await evaluate_split(cfg, engine, tokenizer, "test_instances")
+        finally:
+            await engine.close()
+
+    kinds, instances = asyncio.run(both())
+    assert kinds.samples == 3 and all(len(t.successes) == 3 for t in kinds.tasks)
+    assert instances.samples == 1 and all(len(t.successes) == 1 for t in instances.tasks)
