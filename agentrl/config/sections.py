@@ -358,7 +358,7 @@ class EvalConfig(StrictModel):
     @model_validator(mode="after")
     def _per_split_names_evaluated_splits(self) -> EvalConfig:
         unknown = sorted(set(self.per_split) - set(self.splits))
-        if unknown:
+        if unknown and self.splits:  # eval.splits=[] turns evaluation off; its per-split settings then wait unused
             raise PydanticCustomError(
                 "eval_per_split",
                 "{message}",

@@ -230,6 +230,8 @@ def test_per_split_settings_override_the_eval_defaults(tmp_path: Path, tiny_mode
     section["per_split"] = {"test_kinds": {"samples": 3, "temperature": 1.0}, "test": {"samples": 2}}
     with pytest.raises(ConfigError, match=r"names \['test'\], which eval.splits"):
         load_config(_config(tmp_path, tiny_model_dir, section), [])
+    off = load_config(_config(tmp_path, tiny_model_dir, section), ["eval.splits=[]"])  # evaluation off: no error
+    assert off.eval.splits == []
     del section["per_split"]["test"]
     cfg = load_config(_config(tmp_path, tiny_model_dir, section), [])
     assert (cfg.eval.samples_for("test_kinds"), cfg.eval.temperature_for("test_kinds")) == (3, 1.0)
