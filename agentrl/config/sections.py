@@ -383,10 +383,13 @@ class EvalConfig(StrictModel):
 
     def samples_for(self, split: str) -> int:
         """Episodes per task on ``split``."""
-        override = self.per_split.get(split)
-        return override.samples if override and override.samples is not None else self.samples
+        return self._setting(split, "samples")
 
     def temperature_for(self, split: str) -> float:
         """Sampling temperature on ``split`` (0 = greedy)."""
-        override = self.per_split.get(split)
-        return override.temperature if override and override.temperature is not None else self.temperature
+        return self._setting(split, "temperature")
+
+    def _setting(self, split: str, name: str) -> Any:
+        """``per_split[split].<name>`` where set, else the section's own ``<name>``."""
+        value = getattr(self.per_split.get(split), name, None)
+        return getattr(self, name) if value is None else value
