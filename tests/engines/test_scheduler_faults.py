@@ -8,6 +8,7 @@ caused for real on demand.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,21 @@ def _injected_fault(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError("injected fault")
 
 
+def _fault_once(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Raise on the first call only, then behave as ``original``: the scheduler thread serves the next
+    request at once, so a fault left in place until the test thread removes it could hit that one too."""
+    calls = 0
+
+    def fault_then_original(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("injected fault")
+        return original(*args, **kwargs)
+
+    return fault_then_original
+
+
 def test_a_failed_copy_of_an_aborted_rows_keys_values_fails_its_requests_and_the_engine_recovers(
     tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -35,13 +51,12 @@ def test_a_failed_copy_of_an_aborted_rows_keys_values_fails_its_requests_and_the
         await wait_running(engine, 2)
         queued = asyncio.ensure_future(engine.generate([7, 8, 9], SHORT))  # no free row: it waits
         # injected fault: copying an aborted row's keys/values into the prefix cache raises
-        monkeypatch.setattr(engine.runner, "row_kv", _injected_fault)
+        monkeypatch.setattr(engine.runner, "row_kv", _fault_once(engine.runner.row_kv))
         rid = engine.active_request_ids()[0]
         await engine.abort([rid])
         for task in running:
             with pytest.raises(EngineError, match="embedded engine step failed: RuntimeError: injected fault"):
                 await asyncio.wait_for(task, timeout=30)
-        monkeypatch.undo()
         assert (await asyncio.wait_for(queued, timeout=30)).finish_reason == "length"  # untouched: served
         assert await engine.health()
         assert len((await engine.generate([4, 5, 6], SHORT)).output_ids) == 4
