@@ -85,15 +85,28 @@ def close_distributed() -> None:
     gone (torchrun tears the others down).
 
     Call it after the sharded model is dropped: FSDP2 modules sit in reference cycles, so the collection here
-    frees them while the interpreter is whole rather than during its finalisation.
+    frees them while the interpreter is whole rather than during its finalisation; DTensor's caches, which
+    would keep the mesh and its group alive past destroy_process_group, are emptied first.
     """
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         gc.collect()  # unreachable FSDP modules go now, not during interpreter finalisation
+        _clear_dtensor_caches()
         dist.barrier()
         dist.destroy_process_group()
         gc.collect()
+
+
+def _clear_dtensor_caches() -> None:
+    """Empty DTensor's sharding-propagation caches (Python and C++), whose entries hold the FSDP device
+    mesh and through it the process group: without this the group outlives destroy_process_group and
+    gloo's threads are torn down during interpreter finalisation after all."""
+    try:
+        from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+    except ImportError:  # a torch without DTensor's debug module: nothing cached to clear
+        return
+    _clear_sharding_prop_cache()
 
 
 def shard_policy(policy: nn.Module, decoder_layers: nn.ModuleList) -> nn.Module:

@@ -90,3 +90,31 @@ def test_close_distributed_leaves_the_group_and_is_a_no_op_without_one(tmp_path:
     finally:
         if tdist.is_initialized():
             tdist.destroy_process_group()
+
+
+_MESH_SURVIVES = """
+import gc, sys
+import torch, torch.distributed as tdist
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
+from agentrl.trainer.distributed import close_distributed
+tdist.init_process_group("gloo", store=tdist.FileStore(sys.argv[1], 1), rank=0, world_size=1)
+layer = torch.nn.Linear(4, 4)
+fully_shard(layer)
+layer(torch.randn(2, 4)).sum().backward()
+del layer
+close_distributed()
+print(sum(isinstance(o, DeviceMesh) for o in gc.get_objects()))
+"""
+
+
+def test_close_distributed_frees_the_fsdp_mesh_and_with_it_the_group(tmp_path: Path) -> None:
+    # DTensor's sharding-propagation caches hold the mesh, whose group then outlives destroy_process_group
+    # and is torn down during interpreter finalisation (the gloo abort pytorch#190489 describes).
+    # A fresh interpreter: an earlier test's meshes in this one would count too.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _MESH_SURVIVES, str(tmp_path / "store")], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "0", proc.stdout
