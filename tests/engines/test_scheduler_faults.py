@@ -34,9 +34,7 @@ def _fault_once(original: Callable[..., Any]) -> Callable[..., Any]:
     def fault_then_original(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
-        if calls == 1:
-            raise RuntimeError("injected fault")
-        return original(*args, **kwargs)
+        return (_injected_fault if calls == 1 else original)(*args, **kwargs)
 
     return fault_then_original
 

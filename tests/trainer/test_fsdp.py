@@ -113,8 +113,7 @@ def test_close_distributed_frees_the_fsdp_mesh_and_with_it_the_group(tmp_path: P
     # and is torn down during interpreter finalisation (the gloo abort pytorch#190489 describes).
     # A fresh interpreter: an earlier test's meshes in this one would count too.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _MESH_SURVIVES, str(tmp_path / "store")], env=env, capture_output=True, text=True
-    )
+    argv = [sys.executable, "-c", _MESH_SURVIVES, str(tmp_path / "store")]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "0", proc.stdout
