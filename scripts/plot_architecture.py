@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Stage(NamedTuple):
@@ -69,89 +69,75 @@ def all_modules() -> list[str]:
     return [m for stage in (*ROLLOUT, *TRAIN) for m in stage.modules] + list(DRIVERS)
 
 
+WIDTH, HEIGHT = 2.35, 1.75  # a box, in axis units
+TOP, BOTTOM = 4.4, 0.9  # the rows' lower edges
+
+
+def _box(ax: Any, x: float, y: float, stage: Stage, colour: str) -> None:
+    from matplotlib.patches import FancyBboxPatch
+
+    ax.add_patch(FancyBboxPatch((x, y), WIDTH, HEIGHT, boxstyle="round,pad=0.05", fc=colour, ec="#444"))
+    middle = x + WIDTH / 2
+    ax.text(middle, y + HEIGHT - 0.22, stage.title, ha="center", va="center", fontsize=10.5, weight="bold")
+    modules = "\n".join(stage.modules)
+    ax.text(middle, y + HEIGHT - 0.5, modules, ha="center", va="top", fontsize=7, family="monospace", color="#1a3d6d")
+    ax.text(middle, y + 0.08, stage.note, ha="center", va="bottom", fontsize=7.5, style="italic")
+
+
+def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float], both: bool = False, **kw: Any) -> None:
+    from matplotlib.patches import FancyArrowPatch
+
+    style = "<|-|>" if both else "-|>"
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, color="#333", **kw))
+
+
+def _rollout_row(ax: Any) -> list[float]:
+    """Row 1, one turn: tasks -> env <-> chat <-> engine, framed as what runs per episode; returns the x's."""
+    from matplotlib.patches import FancyBboxPatch
+
+    xs = [0.4 + i * 3.9 for i in range(len(ROLLOUT))]
+    for x, stage in zip(xs, ROLLOUT):
+        _box(ax, x, TOP, stage, "#e8f1fb")
+    for i in range(len(ROLLOUT) - 1):
+        _arrow(ax, (xs[i] + WIDTH + 0.08, TOP + HEIGHT / 2), (xs[i + 1] - 0.08, TOP + HEIGHT / 2), both=i > 0)
+    frame = (xs[1] - 0.25, TOP - 0.3), xs[3] + WIDTH - xs[1] + 0.5, HEIGHT + 0.55
+    ax.add_patch(FancyBboxPatch(*frame, boxstyle="round,pad=0.05", fc="none", ec="#7a9cc6", ls="--"))
+    label = f"per turn, G episodes per task at once: {DRIVERS[0]}, {DRIVERS[1]}"
+    ax.text(xs[1] - 0.2, TOP + HEIGHT + 0.32, label, fontsize=8.5, color="#2d5a8c")
+    return xs
+
+
+def _train_row(ax: Any) -> list[float]:
+    """Row 2, the end of a step: Episode -> advantages -> loss -> update -> weights -> checkpoint."""
+    xs = [0.2 + i * 2.65 for i in range(len(TRAIN))]
+    for x, stage in zip(xs, TRAIN):
+        _box(ax, x, BOTTOM, stage, "#fbf0e4")
+    for i in range(len(TRAIN) - 1):
+        _arrow(ax, (xs[i] + WIDTH + 0.04, BOTTOM + HEIGHT / 2), (xs[i + 1] - 0.04, BOTTOM + HEIGHT / 2))
+    ax.text(2.9, BOTTOM + HEIGHT + 0.3, f"then the update, sync or async: {DRIVERS[2]}", fontsize=8.5, color="#8c5a2d")
+    return xs
+
+
 def draw(out: Path) -> None:
     """Two rows of boxes joined by arrows; written to a temp file, then renamed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     fig, ax = plt.subplots(figsize=(16, 6.6))
     ax.set(xlim=(0, 16), ylim=(0.6, 7.2))
     ax.axis("off")
-    width, height = 2.35, 1.75
-
-    def box(x: float, y: float, stage: Stage, colour: str) -> None:
-        ax.add_patch(FancyBboxPatch((x, y), width, height, boxstyle="round,pad=0.05", fc=colour, ec="#444"))
-        ax.text(x + width / 2, y + height - 0.22, stage.title, ha="center", va="center", fontsize=10.5, weight="bold")
-        ax.text(
-            x + width / 2,
-            y + height - 0.5,
-            "\n".join(stage.modules),
-            ha="center",
-            va="top",
-            fontsize=7,
-            family="monospace",
-            color="#1a3d6d",
-        )
-        ax.text(x + width / 2, y + 0.08, stage.note, ha="center", va="bottom", fontsize=7.5, style="italic")
-
-    def arrow(start: tuple[float, float], end: tuple[float, float], both: bool = False, **kw: object) -> None:
-        style = "<|-|>" if both else "-|>"
-        ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, color="#333", **kw))
-
-    top, bottom = 4.4, 0.9
-    xs_top = [0.4 + i * 3.9 for i in range(len(ROLLOUT))]
-    for x, stage in zip(xs_top, ROLLOUT):
-        box(x, top, stage, "#e8f1fb")
-    for i in range(len(ROLLOUT) - 1):
-        arrow((xs_top[i] + width + 0.08, top + height / 2), (xs_top[i + 1] - 0.08, top + height / 2), both=i > 0)
-    ax.add_patch(
-        FancyBboxPatch(
-            (xs_top[1] - 0.25, top - 0.3),
-            xs_top[3] + width - xs_top[1] + 0.5,
-            height + 0.55,
-            boxstyle="round,pad=0.05",
-            fc="none",
-            ec="#7a9cc6",
-            ls="--",
-        )
-    )
-    ax.text(
-        xs_top[1] - 0.2,
-        top + height + 0.32,
-        f"per turn, G episodes per task at once: {DRIVERS[0]}, {DRIVERS[1]}",
-        fontsize=8.5,
-        color="#2d5a8c",
-    )
-
-    xs_bottom = [0.2 + i * 2.65 for i in range(len(TRAIN))]
-    for x, stage in zip(xs_bottom, TRAIN):
-        box(x, bottom, stage, "#fbf0e4")
-    for i in range(len(TRAIN) - 1):
-        arrow((xs_bottom[i] + width + 0.04, bottom + height / 2), (xs_bottom[i + 1] - 0.04, bottom + height / 2))
+    top, bottom = _rollout_row(ax), _train_row(ax)
     # the finished episodes go down to training; the new weights go back up to the engine
-    arrow(
-        (xs_top[1] + 0.3, top - 0.32),
-        (xs_bottom[0] + width / 2, bottom + height + 0.06),
-        connectionstyle="arc3,rad=0.15",
-    )
-    arrow(
-        (xs_bottom[4] + width / 2, bottom + height + 0.06),
-        (xs_top[3] + width / 2, top - 0.32),
-        connectionstyle="arc3,rad=-0.1",
-    )
-    ax.text(2.9, bottom + height + 0.3, f"then the update, sync or async: {DRIVERS[2]}", fontsize=8.5, color="#8c5a2d")
+    down = ((top[1] + 0.3, TOP - 0.32), (bottom[0] + WIDTH / 2, BOTTOM + HEIGHT + 0.06))
+    _arrow(ax, *down, connectionstyle="arc3,rad=0.15")
+    up = ((bottom[4] + WIDTH / 2, BOTTOM + HEIGHT + 0.06), (top[3] + WIDTH / 2, TOP - 0.32))
+    _arrow(ax, *up, connectionstyle="arc3,rad=-0.1")
     ax.text(1.75, 3.55, "finished groups\n(episodes)", fontsize=8, ha="left", color="#333")
     ax.text(13.3, 3.55, "new weights,\nversion k", fontsize=8, ha="left", color="#333")
-    ax.text(
-        0.2,
-        6.95,
-        "One training step in agentrl (modules named are the files that do each part)",
-        fontsize=12,
-        weight="bold",
-    )
+    title = "One training step in agentrl (modules named are the files that do each part)"
+    ax.text(0.2, 6.95, title, fontsize=12, weight="bold")
     fig.tight_layout()
     tmp = out.with_name(f".{out.stem}.tmp.png")
     fig.savefig(tmp, dpi=90)

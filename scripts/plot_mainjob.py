@@ -91,10 +91,39 @@ def check_record(record: dict[str, Any]) -> None:
                 raise RecordError(f"run {run.get('run')!r} has no before/after/behaviour for split {split!r}")
 
 
+Pairs = list[tuple[float, float]]
+
+
+def _before_after(ax: Any, series: list[tuple[str, Pairs]], steps: int, colours: Any, seeds: list[Any]) -> None:
+    """One line per run and quantity from step 0 to the last step (a colour per run, a line style per quantity);
+    each quantity's values after training, run by run, written at its right end (identical lines hide each
+    other)."""
+    from matplotlib.lines import Line2D
+
+    styles = ("-", "--")
+    for (_, pairs), style in zip(series, styles):
+        for i, (before, after) in enumerate(pairs):
+            ax.plot([0, steps], [before, after], style, marker="o", color=colours[i])
+        afters = " / ".join(f"{after:.2f}" for _, after in pairs)
+        top = max(after for _, after in pairs)
+        ax.annotate(afters, (steps, top), xytext=(-6, 7), textcoords="offset points", ha="right", fontsize=7)
+    quantities = [Line2D([], [], color="grey", linestyle=st, label=lb) for (lb, _), st in zip(series, styles)]
+    ax.legend(handles=quantities + seeds, fontsize=7, loc="best")
+    ax.set(xlabel="training step", xticks=[0, steps])
+
+
+def _success_per_step(ax: Any, runs: list[dict[str, Any]], steps: int, colours: Any) -> None:
+    for i, run in enumerate(runs):
+        points = run["success_per_step"]
+        ax.plot(range(1, len(points) + 1), points, marker=".", color=colours[i], label=run["run"])
+    ax.set(title="training success rate per step", xlabel="training step", ylim=(0, 1))
+    ax.set_xticks(range(1, steps + 1))
+    ax.legend(fontsize=7)
+
+
 def draw(record: dict[str, Any], out: Path) -> None:
     """Four panels: held-out pass@1 (step 0 -> last step), training success per step, behaviour fractions and
-    turns used on the trained families' unseen tasks; a colour per run, a line style per quantity; written to
-    a temp file, then renamed."""
+    turns used on the trained families' unseen tasks; written to a temp file, then renamed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,59 +136,25 @@ def draw(record: dict[str, Any], out: Path) -> None:
     fig, axes = plt.subplots(1, 4, figsize=(17, 4.4))
     seeds = [Line2D([], [], color=colours[i], marker="o", label=run["run"]) for i, run in enumerate(runs)]
 
-    def before_after(ax: Any, series: list[tuple[str, list[tuple[float, float]]]]) -> None:
-        """One line per run and quantity from step 0 to the last step; each quantity's values after training,
-        run by run, written at its right end (identical lines hide each other)."""
-        styles = ("-", "--")
-        for (_, pairs), style in zip(series, styles):
-            for i, (before, after) in enumerate(pairs):
-                ax.plot([0, steps], [before, after], style, marker="o", color=colours[i])
-            afters = " / ".join(f"{after:.2f}" for _, after in pairs)
-            ax.annotate(
-                afters,
-                (steps, max(after for _, after in pairs)),
-                xytext=(-6, 7),
-                textcoords="offset points",
-                ha="right",
-                fontsize=7,
-            )
-        styles_legend = [Line2D([], [], color="grey", linestyle=st, label=lb) for (lb, _), st in zip(series, styles)]
-        ax.legend(handles=styles_legend + seeds, fontsize=7, loc="best")
-        ax.set(xlabel="training step", xticks=[0, steps])
-
-    before_after(
-        axes[0],
-        [
-            (
-                f"{split} ({record['tasks'][split]} tasks)",
-                [(r["splits"][split]["before"], r["splits"][split]["after"]) for r in runs],
-            )
-            for split in SPLITS
-        ],
-    )
+    pass_at_1 = [
+        (
+            f"{split} ({record['tasks'][split]} tasks)",
+            [(r["splits"][split]["before"], r["splits"][split]["after"]) for r in runs],
+        )
+        for split in SPLITS
+    ]
+    _before_after(axes[0], pass_at_1, steps, colours, seeds)
     axes[0].set(title="held-out pass@1 (greedy), before and after", ylim=(0, 1))
-
-    ax = axes[1]
-    for i, run in enumerate(runs):
-        points = run["success_per_step"]
-        ax.plot(range(1, len(points) + 1), points, marker=".", color=colours[i], label=run["run"])
-    ax.set(title="training success rate per step", xlabel="training step", ylim=(0, 1))
-    ax.set_xticks(range(1, steps + 1))
-    ax.legend(fontsize=7)
-
+    _success_per_step(axes[1], runs, steps, colours)
     split = SPLITS[0]
     for ax, keys in ((axes[2], list(BEHAVIOUR)[:2]), (axes[3], list(BEHAVIOUR)[2:])):
-        before_after(
-            ax, [(BEHAVIOUR[key], [tuple(r["splits"][split]["behaviour"][key]) for r in runs]) for key in keys]
-        )
+        series = [(BEHAVIOUR[key], [tuple(r["splits"][split]["behaviour"][key]) for r in runs]) for key in keys]
+        _before_after(ax, series, steps, colours, seeds)
     axes[2].set(title=f"behaviour on {split}\n({SPLIT_LABEL[split]})", ylim=(0, 1))
     axes[3].set(title=f"turns used on {split}", ylim=(1, 3))
     commit = f", commit {record['commit']}" if record.get("commit") else ""
-    fig.suptitle(
-        f"The main job: {len(runs)} runs of {steps} steps ({record['date']}{commit}); "
-        "values after training per run at each line's end",
-        fontsize=10,
-    )
+    title = f"The main job: {len(runs)} runs of {steps} steps ({record['date']}{commit})"
+    fig.suptitle(f"{title}; values after training per run at each line's end", fontsize=10)
     fig.tight_layout()
     tmp = out.with_name(f".{out.stem}.tmp.png")
     fig.savefig(tmp, dpi=90)
