@@ -301,7 +301,7 @@ def side_summary(train: dict[str, Any], before: dict[str, Any], after: dict[str,
 
 
 def table(summary: dict[str, dict[str, Any]]) -> str:
-    """The markdown table the README quotes."""
+    """The markdown table docs/results/single-turn.md quotes."""
     sides = list(summary)
     rows = [
         ("step time, median (s)", lambda s: f"{s['step_s_median']:.1f}"),

@@ -1,5 +1,5 @@
 """scripts/compare_trl.py end to end on the tiny job: both sides train and are evaluated, TRL saw agentrl's
-prompt ids token for token, and the report has every row of the README's table."""
+prompt ids token for token, and the report has every row of the results table (docs/results/single-turn.md)."""
 
 from __future__ import annotations
 

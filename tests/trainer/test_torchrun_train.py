@@ -1,4 +1,4 @@
-"""The README's scale-out command, run as written on CPU: ``torchrun --nproc-per-node 2 -m agentrl train CONFIG``.
+"""docs/scaling-out.md's FSDP2 command, run as written on CPU: ``torchrun --nproc-per-node 2 -m agentrl train CONFIG``.
 
 ``AGENTRL_DIST_DEVICE=cuda`` makes the trainer build its process group as on GPUs (``cpu:gloo,cuda:nccl``,
 with gloo standing in for NCCL on a CPU build), so a CPU collective a GPU group could not serve fails here.
