@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -164,7 +165,12 @@ class PolicyUpdater:
         trainable = [r for r in self._local_rows(mini) if r.trainable]
         totals.sums["skipped_rows"] += float(len(self._local_rows(mini)) - len(trainable))
         if max_over_ranks(len(trainable), self.dist) == 0:
-            return None  # no signal anywhere: no forward, no optimizer step (Adam momentum would move)
+            # No signal anywhere: no forward, no optimizer step (Adam momentum would move). The schedule still
+            # advances: it counts mini-batches (steps x mini_batches), so a decaying LR reaches its end on time.
+            with warnings.catch_warnings():  # before any optimizer step torch warns of a skipped value: intended here
+                warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step\\(\\)` before", UserWarning)
+                self.scheduler.step()
+            return None
         self.optimizer.zero_grad(set_to_none=True)
         first_abs_log_s: list[torch.Tensor] = []
         for micro in self._micro_batches(trainable):
