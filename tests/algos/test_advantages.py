@@ -13,11 +13,11 @@ from agentrl.algos import (
     Outcome,
     OutcomePlusTurn,
     RewardBatch,
+    TurnCreditWarning,
     broadcast_turn_advantages,
     group_advantages,
     turn_advantages,
 )
-from agentrl.algos.advantages import TurnCreditWarning
 from agentrl.errors import ConfigError
 
 
