@@ -2,12 +2,14 @@
 
 Each scheme reads the outcomes and turn rewards of a ``RewardBatch`` without counting a reward twice:
 an outcome that is the sum of the turn rewards (the env set no separate outcome) is never added to
-them again (see ``agentrl.algos.scheme_base`` for the reward semantics).
+them again, and those turn rewards get no turn term of their own (see ``agentrl.algos.scheme_base``
+for the reward semantics).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Hashable, Sequence
 from typing import ClassVar, Literal
 
@@ -43,18 +45,29 @@ class Outcome(AdvantageScheme):
 
 
 class OutcomePlusTurn(AdvantageScheme):
-    """Scheme T (MT-GRPO generalised to K turns): A_ik = A^O_i + lam * Norm_(g,k)(r_ik)."""
+    """Scheme T (MT-GRPO generalised to K turns): A_ik = A^O_i + lam * Norm_(g,k)(r_ik).
+
+    The turn term reads the turn rewards of episodes whose outcome is separate (the env set
+    ``info["outcome"]``). An episode whose R_i is the sum of its turn rewards already has them in
+    A^O_i: adding them again per turn would count each twice, so it gets A^O_i on every turn and its
+    turn rewards join no (g, k) normalisation. A batch with such episodes is reported once (a warning).
+    """
 
     name: Literal["outcome_plus_turn"] = "outcome_plus_turn"
     lam: float = Field(1.0, description="Weight of the turn reward normalised over the group's k-th turns (lambda).")
 
     def advantages(self, rewards: RewardBatch, norm: Normalization) -> list[list[float]]:
-        """Turns without a reward get A^O_i only."""
+        """Turns without a reward, and every turn of an episode whose outcome is its return, get A^O_i only."""
         adv_o = outcome_advantages(rewards, norm)
         values: list[float] = []
         keys: list[Hashable] = []
         slots: list[tuple[int, int]] = []
+        returns = [i for i in range(len(rewards.turn_rewards)) if not rewards.is_separate(i)]
+        if returns:
+            _warn_return_outcomes(len(returns), len(rewards.turn_rewards))
         for i, turns in enumerate(rewards.turn_rewards):
+            if not rewards.is_separate(i):
+                continue  # R_i = sum_k r_ik is already in A^O_i
             for k, reward in enumerate(turns):
                 value = _reward(reward)
                 if value is not None:
@@ -65,6 +78,22 @@ class OutcomePlusTurn(AdvantageScheme):
         for (i, k), value in zip(slots, normalize_by_key(values, keys, norm)):
             out[i][k] += self.lam * value
         return out
+
+
+def _warn_return_outcomes(count: int, total: int) -> None:
+    warnings.warn(
+        f"turn_advantage outcome_plus_turn: {count} of {total} episodes have no separate outcome (the env set no "
+        "info['outcome'] on their last step, or the rollout ended them first: token budget, rollout.max_turns), so "
+        "their outcome is the sum of their turn rewards; they get the outcome advantage only (a turn term would "
+        "count each turn reward twice). Set info['outcome'] on every step that can end an episode, or use "
+        "turn_advantage: discounted_return for credit by return-to-go",
+        TurnCreditWarning,
+        stacklevel=3,
+    )
+
+
+class TurnCreditWarning(UserWarning):
+    """An advantage scheme fell back to less per-turn credit than it names (see its message)."""
 
 
 class DiscountedReturn(AdvantageScheme):

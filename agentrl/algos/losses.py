@@ -96,8 +96,14 @@ class GSPOToken(SequenceRatioLoss):
     name: Literal["gspo_token"] = "gspo_token"
 
     def terms(self, x: PreparedBatch) -> LossTerms:
-        """(1/|y_i|) sum_t min(s_it A_it, clip(s_it) A_it); clipping is decided per token by the sign of A_it."""
-        log_s_it = x.log_s.detach()[:, None] + x.logp_new - x.logp_new.detach()
+        """(1/|y_i|) sum_t min(s_it A_it, clip(s_it) A_it); clipping is decided per token by the sign of A_it.
+
+        A row the safety clamp cut (log s_i > c) has a constant log s, so its tokens get no gradient (GSPO.md 2.3):
+        the per-token path logp_it - sg[logp_it] is removed there too, as GSPO's clamp removes it.
+        """
+        per_token_path = x.logp_new - x.logp_new.detach()
+        per_token_path = torch.where(x.clamp_hits[:, None], torch.zeros_like(per_token_path), per_token_path)
+        log_s_it = x.log_s.detach()[:, None] + per_token_path
         s_it = log_s_it.exp()
         per_tok = torch.where(x.mask, surrogate(s_it, x.adv_bt, self.eps_low, self.eps_high), 0.0)
         clipped_bt = clipped(s_it.detach(), x.adv_bt, self.eps_low, self.eps_high) & x.mask

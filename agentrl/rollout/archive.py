@@ -37,8 +37,14 @@ class TrajectoryArchive:
         return self.root / f"step_{step:06d}.jsonl.gz"
 
     def archive(self, buffer: RolloutBuffer, step: int) -> int:
-        """Move every trained, dropped and filtered group out of ``buffer`` into ``step``'s file; returns how many."""
-        groups = buffer.load_groups(("trained", "dropped", "filtered"))
+        """Move the trained, dropped and filtered groups of steps up to ``step`` into ``step``'s file; returns how many.
+
+        In async mode step k+1's collection has already written its dropped and filtered groups when step k
+        ends; they stay in the buffer until step k+1 is archived (a group with no step, from an older buffer,
+        goes now).
+        """
+        finished = buffer.load_groups(("trained", "dropped", "filtered"))
+        groups = [g for g in finished if g.step is None or g.step <= step]
         if not groups:
             return 0
         if not self.root.is_dir():

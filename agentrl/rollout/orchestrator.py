@@ -232,7 +232,7 @@ class RolloutOrchestrator:
             failed = group.failed_runner()
             if failed is not None and group.state != "dropped":
                 await self._on_failure(group, failed)
-                group.state = "dropped"
+                group.state, group.step = "dropped", self._step  # archived with this step (not an earlier one)
                 self._groups.remove(group)
                 dropped.append(group)
                 self._ctx.metrics.groups_dropped += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -56,8 +57,13 @@ def lag_metrics(rows: list[TrainRow], version: int | None) -> dict[str, float]:
 
 
 def _dummy_micro_batch() -> MicroBatch:
-    """A one-token row with advantage 0: keeps FSDP collectives paired on ranks with less work."""
-    return collate([TrainRow([[0, 0]], [0.0], [True], [0], [0.0], -1)])
+    """A one-token row with advantage 0: keeps FSDP collectives paired on ranks with less work.
+
+    It carries every input a loss may read, the behaviour logprobs of the decoupled objective included
+    (GSPO.md 5): a loss that refused it on one rank would leave the others waiting in their collectives.
+    With advantage 0 it contributes exactly 0 to the loss and the gradient.
+    """
+    return collate([TrainRow([[0, 0]], [0.0], [True], [0], [0.0], -1, versions=[-1], logp_behaviour=[0.0])])
 
 
 @dataclass
@@ -159,7 +165,12 @@ class PolicyUpdater:
         trainable = [r for r in self._local_rows(mini) if r.trainable]
         totals.sums["skipped_rows"] += float(len(self._local_rows(mini)) - len(trainable))
         if max_over_ranks(len(trainable), self.dist) == 0:
-            return None  # no signal anywhere: no forward, no optimizer step (Adam momentum would move)
+            # No signal anywhere: no forward, no optimizer step (Adam momentum would move). The schedule still
+            # advances: it counts mini-batches (steps x mini_batches), so a decaying LR reaches its end on time.
+            with warnings.catch_warnings():  # before any optimizer step torch warns of a skipped value: intended here
+                warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step\\(\\)` before", UserWarning)
+                self.scheduler.step()
+            return None
         self.optimizer.zero_grad(set_to_none=True)
         first_abs_log_s: list[torch.Tensor] = []
         for micro in self._micro_batches(trainable):

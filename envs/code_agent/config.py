@@ -41,7 +41,14 @@ class CodeAgentConfig(BaseModel):
         ge=0.0,
         le=1.0,
         description="Per-turn reward: shaping x (change in the fraction of visible examples the latest draft passes). "
-        "Potential-based, so it sums to shaping x the final draft's fraction whatever the policy does.",
+        "Its episode sum depends on shaping_terminal.",
+    )
+    shaping_terminal: Literal["final_draft", "zero"] = Field(
+        "final_draft",
+        description="Potential of the terminal state. final_draft: the graded draft's fraction, so the shaping sums to "
+        "shaping x that fraction and pays a draft that hard-codes the visible examples (+shaping with outcome 0). "
+        "zero: Ng, Harada and Russell's policy-invariant form; the grading step also pays -shaping x the fraction, "
+        "so the shaping of every graded episode sums to 0 and only moves credit between turns.",
     )
     stall_penalty: float = Field(
         0.0,

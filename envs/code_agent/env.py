@@ -6,7 +6,8 @@ process and the model reads which failed and what they returned or raised. With 
 the first draft that passes every example is graded by the hidden tests; on the last turn the latest
 draft is. Reward: the episode outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
 (the change in the fraction of examples the latest draft passes, minus ``stall_penalty`` for a failing
-draft whose example results the episode has already seen); see docs/code-agent.md. Every check
+draft whose example results the episode has already seen; with ``shaping_terminal: zero`` the grading
+step also takes the potential back to 0); see docs/code-agent.md. Every check
 runs across the grader's trust boundary (``envs.code_exec.grading``); attempted exploits it sees are
 ``info["hack_flags"]``.
 """
@@ -176,7 +177,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         return verdicts
 
     def _shape(self, verdicts: Verdicts) -> float:
-        """Potential-based shaping: shaping x (new fraction of examples passed - previous fraction).
+        """Shaping by a potential: shaping x (new fraction of examples passed - previous fraction).
 
         With ``zero_reward_if_flagged`` a flagged check earns no shaping (its potential still counts).
         """
@@ -189,6 +190,19 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         if not verdicts.success and results in self.seen_results:
             reward += self._stalled()  # e.g. a renamed variable, or back to an earlier draft: same feedback again
         self.seen_results.append(results)
+        return reward
+
+    def _terminal_shaping(self) -> float:
+        """The grading step's move to the terminal state: -shaping x potential when its potential is 0, else 0.
+
+        With ``shaping_terminal: zero`` the episode's shaping telescopes to Phi(end) - Phi(start) = 0 (Ng et al.
+        1999): hard-coding the visible examples then earns nothing over the episode; with ``final_draft`` it keeps
+        shaping x the graded draft's fraction.
+        """
+        if self.config.shaping_terminal != "zero":
+            return 0.0
+        reward = -self.config.shaping * self.potential
+        self.shaping_total += reward
         return reward
 
     def _submit(self, code: str | None) -> StepResult:
@@ -205,6 +219,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
             run_tests(self.grader, self.sandbox, self.task.coding_task(), code, self.task.hidden_tests())
         )
         outcome = float(hidden.success) if self.config.outcome == "all" else hidden.fraction
+        reward += self._terminal_shaping()
         zeroed = bool(self.flags) and self.config.zero_reward_if_flagged  # any check of the episode was flagged
         if zeroed:  # this turn's positive shaping is withheld too (and leaves the shaping total)
             paid = max(reward, 0.0)

@@ -11,7 +11,9 @@ from agentrl.algos import (
     DiscountedReturn,
     Normalization,
     Outcome,
+    OutcomePlusTurn,
     RewardBatch,
+    TurnCreditWarning,
     broadcast_turn_advantages,
     group_advantages,
     turn_advantages,
@@ -132,3 +134,30 @@ def test_outcome_scheme_applies_adv_scale_itself() -> None:
     assert Outcome()(rewards, Normalization(scale="none")) == [[0.25], [-0.75, -0.75], [0.25], [0.25]]
     with pytest.raises(ConfigError, match="does not implement adv_scale 'none'"):
         DiscountedReturn()(rewards, Normalization(scale="none"))
+
+
+def test_outcome_plus_turn_counts_a_return_outcome_once() -> None:
+    """Issue 31.3: with no separate outcome R_i = sum_k r_ik is in A^O_i; a turn term would count each r_ik twice."""
+    turn_rewards = [[1.0, 0.0], [0.0, 0.0], [0.0, 0.5]]
+    returns = [1.0, 0.0, 0.5]  # the env set no info["outcome"]: R_i is the return
+    scheme, norm = OutcomePlusTurn(lam=1.0), Normalization(eps=0.0)
+    outcome = Outcome()(RewardBatch(returns, turn_rewards, 3, separate_outcome=[False] * 3), norm)
+    with pytest.warns(TurnCreditWarning, match="3 of 3 episodes have no separate outcome.*info\\['outcome'\\]"):
+        adv = scheme(RewardBatch(returns, turn_rewards, 3, separate_outcome=[False] * 3), norm)
+    assert adv == outcome  # each turn reward once, in A^O (the turn term added [1.15, -0.58, -0.58] to turn 0)
+    # mixed: episode 0's outcome is its own; only the separate episodes' turn rewards form the (g, k) statistics
+    outcomes = [1.0, 0.0, 0.0, 1.0, 0.0, 0.5]
+    turns = [[1.0], [0.0], [0.0], [1.0], [0.0], [0.5]]
+    separate = [True, True, False, True, True, False]
+    with pytest.warns(TurnCreditWarning, match="2 of 6 episodes"):
+        mixed = scheme(RewardBatch(outcomes, turns, 3, separate_outcome=separate), norm)
+    a_o = Outcome()(RewardBatch(outcomes, turns, 3, separate_outcome=separate), norm)
+    s = 1 / math.sqrt(2)  # turn 0 of group 0: {1, 0} among the separate episodes; group 1: {1, 0}
+    assert mixed == [
+        pytest.approx([a_o[0][0] + s]),
+        pytest.approx([a_o[1][0] - s]),
+        a_o[2],
+        pytest.approx([a_o[3][0] + s]),
+        pytest.approx([a_o[4][0] - s]),
+        a_o[5],
+    ]

@@ -279,3 +279,38 @@ def test_log_ratio_clamp_reports_hits() -> None:
     )
     assert out.metrics["log_ratio_clamp_frac"] == 0.5
     assert out.loss.item() == pytest.approx((math.exp(10.0) - 1.0) / 2, rel=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["gspo", "gspo_token"])
+def test_log_ratio_clamp_zeroes_the_gradient_beyond_c(variant: str) -> None:
+    """GSPO.md 2.3: a row whose log s exceeds c gets no gradient (a hard dual-clip for A < 0), for both losses."""
+    logp_old = torch.zeros(2, 3)
+    logp_new = torch.tensor([[15.0, 15.0, 15.0], [0.1, 0.0, -0.1]], requires_grad=True)  # row 0: log s = 15
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    out = policy_loss(
+        variant, logp_new, logp_old, mask, torch.tensor([-1.0, 1.0]), eps_low=EPS_LOW, eps_high=EPS_HIGH,
+        log_ratio_clamp=10.0,
+    )  # fmt: skip
+    out.loss.backward()
+    assert out.metrics["log_ratio_clamp_frac"] == 0.5
+    assert torch.equal(logp_new.grad[0], torch.zeros(3))  # unclamped GSPO-token gave ~e^10/6 per token here
+    assert logp_new.grad[1].abs().sum() > 0  # the row under the clamp still learns
+
+
+def test_gspo_and_gspo_token_agree_exactly_when_the_clamp_fires() -> None:
+    logp_old = torch.zeros(3, 4)
+    base = torch.tensor([[15.0, 14.0, 16.0, 0.0], [0.05, -0.02, 0.01, 0.0], [12.0, 11.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    adv = torch.tensor([-1.0, 0.7, 0.4])
+    grads, losses = [], []
+    for variant in ("gspo", "gspo_token"):
+        logp_new = base.clone().requires_grad_()
+        out = policy_loss(
+            variant, logp_new, logp_old, mask, adv, eps_low=EPS_LOW, eps_high=EPS_HIGH, log_ratio_clamp=10.0
+        )
+        out.loss.backward()
+        grads.append(logp_new.grad)
+        losses.append(out.loss.detach())
+    assert torch.allclose(losses[0], losses[1], rtol=1e-6)
+    assert torch.allclose(grads[0], grads[1], atol=1e-7)
+    assert torch.equal(grads[1][0], torch.zeros(4)) and torch.equal(grads[1][2], torch.zeros(4))

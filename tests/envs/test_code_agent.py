@@ -110,6 +110,37 @@ def test_farming_shaping_never_beats_solving(sandbox_kind: str) -> None:
         env.close()
 
 
+def test_zero_terminal_potential_pays_nothing_for_hard_coding_the_examples(sandbox_kind: str) -> None:
+    """Issue 30.7: today's shaping (final_draft) sums to shaping x p_final, so a table of the visible examples earns
+    +0.2 with outcome 0; with shaping_terminal zero (Ng et al.) every graded episode's shaping sums to 0."""
+    task = task_of("word_counts")
+    lookup = {case.call: case.expected for case in task.visible}
+    table = ", ".join(f"{call.split('(', 1)[1][:-1]}: {expected}" for call, expected in lookup.items())
+    cheat = f"def {task.entry_point}(text):\n    return {{{table}}}.get(text)"
+    wrong = revealing_wrong(task)
+    totals: dict[str, list[float]] = {}
+    for form in ("final_draft", "zero"):
+        env = CodeAgentEnv(
+            split="all", max_turns=3, submit="explicit", shaping_terminal=form, sandbox={"kind": sandbox_kind}
+        )
+        try:
+            episodes = []
+            for drafts in ([cheat, "Done.", "Done."], [wrong, task.solution, "Done."]):  # turn 3 grades the draft
+                env.reset(seed=0, options={"task_id": task.task_id})
+                rewards, info = [], {}
+                for action in drafts:
+                    _, reward, terminated, _, info = env.step(block(action) if action.startswith("def") else action)
+                    rewards.append(reward)
+                assert terminated and info["reward_components"]["shaping"] == pytest.approx(sum(rewards))
+                episodes.append(sum(rewards) + info["final_reward"])  # the episode's return: shaping + outcome
+            totals[form] = episodes
+        finally:
+            env.close()
+    cheat_return, solve_return = totals["final_draft"]
+    assert cheat_return == pytest.approx(0.2) and solve_return == pytest.approx(1.2)  # hard-coding pays 0.2
+    assert totals["zero"] == [pytest.approx(0.0), pytest.approx(1.0)]  # the outcome alone: the shaping sums to 0
+
+
 def test_explicit_submit_tool_and_fraction_outcome(sandbox_kind: str) -> None:
     task = task_of("dedupe")
     env = CodeAgentEnv(

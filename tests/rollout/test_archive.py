@@ -60,6 +60,23 @@ def test_finished_groups_move_to_the_archive_and_the_rest_stay(tmp_path: Path) -
     buffer.close()
 
 
+def test_the_next_steps_dropped_and_filtered_groups_wait_for_their_own_step(tmp_path: Path) -> None:
+    """Issue 31.4: in async mode step k+1's collection writes its boundary before step k is archived."""
+    buffer = RolloutBuffer(tmp_path / "rollout_buffer.sqlite")
+    buffer.write_boundary(1, [_group("g1", "handed", 1, [5]), _group("g2", "dropped", 1, [6])], {})
+    next_step = [_group("g3", "handed", 2, [7]), _group("g4", "dropped", 2, [8]), _group("g5", "filtered", 2, [9])]
+    buffer.write_boundary(2, next_step, {})  # collection 2 ends while update 1 runs
+    buffer.commit_step(1)
+    archive = TrajectoryArchive(tmp_path)
+    assert archive.archive(buffer, step=1) == 2  # g1, g2; was 4 (g4 and g5 went into step_1's file)
+    assert buffer.counts() == {"handed": 1, "dropped": 1, "filtered": 1}
+    buffer.commit_step(2)
+    assert archive.archive(buffer, step=2) == 3
+    with gzip.open(archive.file_for(2), "rt") as handle:
+        assert sorted(line.split('"group_id": "')[1][:2] for line in handle) == ["g3", "g4", "g5"]
+    buffer.close()
+
+
 def test_a_group_archived_twice_in_a_crash_window_is_read_once(tmp_path: Path) -> None:
     buffer = RolloutBuffer(tmp_path / "rollout_buffer.sqlite")
     archive = TrajectoryArchive(tmp_path)

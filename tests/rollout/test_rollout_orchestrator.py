@@ -277,6 +277,7 @@ def test_env_that_raises_in_step(
                 for e in dropped
             )
             assert batch.metrics["rollout/groups_dropped"] == 1 and buffer.counts()["dropped"] == 1
+            assert [g.step for g in buffer.load_groups(("dropped",))] == [1]  # archived with step 1, not before
         finally:
             await orch.close()
             await engine.close()

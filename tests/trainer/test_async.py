@@ -290,3 +290,21 @@ def test_async_with_recompute_stale_forwards_exactly_the_rows_sampled_by_older_w
         trained = record["train/rows"] - record["train/skipped_zero_adv_rows"]
         assert record["train/token_lag_mean"] == 1.0  # every trained token is one version old
         assert trained > 0 and record["train/recomputed_rows"] == trained
+
+
+@pytest.mark.slow
+def test_the_first_step_after_resume_trains_the_handed_batch_with_lag_one(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """docs/async.md: the checkpoint of step k holds step k+1's handed batch, sampled by version k-1; a resume
+    trains it first, with lag 1 (the doc said lag 0)."""
+    import shutil
+
+    from agentrl.trainer.loop import train
+
+    path = _config(tmp_path, tiny_model_dir)
+    run_dir = train(load_config(path, ["logging.run_name=async", "trainer.mode=async"]), config_name="run")
+    for step in (2, 3):  # as if killed after step 1's checkpoint: the resume starts from it
+        shutil.rmtree(run_dir / "checkpoints" / f"step_{step:06d}")
+    (run_dir / "checkpoints" / "latest").write_text("step_000001")
+    train(load_config(path, ["logging.run_name=async", "trainer.mode=async"]), config_name="run", resume=run_dir)
+    resumed = [r for r in _records(run_dir) if r["step"] == 2][-1]
+    assert resumed["train/token_lag_mean"] == 1.0 and resumed["train/token_lag_max"] == 1.0

@@ -30,12 +30,15 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_fsdp2_two_processes_match_single_process(tiny_model_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("objective", ["plain", "decoupled"])
+def test_fsdp2_two_processes_match_single_process(tiny_model_dir: Path, tmp_path: Path, objective: str) -> None:
+    """``decoupled``: the bundled objective (recompute_stale + tis) with unequal shares, so one rank trains a
+    dummy micro-batch, which must carry behaviour logprobs (it raised there and the other rank hung)."""
     from fsdp_worker import main as worker_main
     from transformers import AutoModelForCausalLM
 
     single = tmp_path / "single.json"
-    worker_main(str(tiny_model_dir), str(single))
+    worker_main(str(tiny_model_dir), str(single), objective)
     dual = tmp_path / "dual.json"
     cmd = [
         sys.executable,
@@ -50,6 +53,7 @@ def test_fsdp2_two_processes_match_single_process(tiny_model_dir: Path, tmp_path
         str(HERE / "fsdp_worker.py"),
         str(tiny_model_dir),
         str(dual),
+        objective,
     ]
     # PYTHONFAULTHANDLER: should a rank abort, its Python stack is in the failure message
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", DEVICE_ENV: "cuda", "PYTHONFAULTHANDLER": "1"}
@@ -57,6 +61,9 @@ def test_fsdp2_two_processes_match_single_process(tiny_model_dir: Path, tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = json.loads(single.read_text()), json.loads(dual.read_text())
     assert b["world"] == 2
+    if objective == "decoupled":
+        assert b["micro_batches_per_rank"] == [2, 1]  # rank 1 pads with a dummy micro-batch
+        assert b["metrics"]["train/recomputed_rows"] == a["metrics"]["train/recomputed_rows"] == 3
     assert b["backend"] == process_group_backend("cuda", native_available=False) == "cpu:gloo,cuda:gloo"
     for key in ("train/loss", "train/grad_norm", "train/abs_log_s_mean", "train/entropy", "train/trained_tokens"):
         assert b["metrics"][key] == pytest.approx(a["metrics"][key], rel=1e-4, abs=1e-7), key

@@ -104,6 +104,16 @@ def test_mini_batches_share_the_signal_whatever_order_the_groups_come_in(tiny_lm
         split_mini_batches(rows, 3)
 
 
+def test_a_mini_batch_without_signal_still_steps_the_lr_schedule(tiny_lm: torch.nn.Module) -> None:
+    """Issue 31.4: the LR schedule counts mini-batches; one with no trainable row must advance it too."""
+    updater = _updater(tiny_lm, lr_schedule="linear")  # 5 steps x 2 mini-batches: the LR reaches 0 after 10
+    flat = build_rows(make_groups(tiny_lm, [[0.5, 0.5], [1.0, 1.0]]), 2, AlgorithmConfig(), 0)
+    signal = build_rows(make_groups(tiny_lm, [[1.0, 0.0], [0.0, 1.0]]), 2, AlgorithmConfig(), 0)
+    lrs = [updater.update(rows)["train/lr"] for rows in (flat, flat, signal, flat, signal)]
+    assert lrs == pytest.approx([8e-4, 6e-4, 4e-4, 2e-4, 0.0])  # was 1e-3 until the first signal step
+    assert updater.scheduler.last_epoch == 10
+
+
 def test_update_is_invariant_to_micro_batch_budget(tiny_lm: torch.nn.Module) -> None:
     groups = make_groups(tiny_lm, [[1.0, 0.0, 0.3, 0.8], [0.2, 0.9, 0.1, 0.4]], turns=3)
     lm_small = copy.deepcopy(tiny_lm)
