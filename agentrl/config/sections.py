@@ -274,6 +274,13 @@ class TrainerConfig(StrictModel):
         description="Longest packed row (also at most micro_batch_tokens): attention over a packed row costs its "
         "length squared.",
     )
+    precision: Literal["auto", "fp32", "bf16_autocast"] = Field(
+        "auto",
+        description="Forward/backward precision; the master weights, the optimizer, the output head's logits and "
+        "the loss stay float32 in every case. bf16_autocast: matmuls in bfloat16 under torch.autocast (CUDA or "
+        "CPU); pays only where the CPU has bf16 units (AMX / AVX512-BF16: scripts/bench_roofline.py measures it; "
+        "without them bf16 is emulated and many times slower). auto: bf16_autocast on CUDA, fp32 on CPU.",
+    )
     logprob_chunk_tokens: int = Field(
         1024,
         ge=16,
