@@ -141,6 +141,80 @@ def engine_numbers(model_dir: str, dtype: torch.dtype, args: argparse.Namespace)
         asyncio.run(engine.close())
 
 
+def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Where a decode step's time goes, at ``batch`` rows.
+
+    ``engine_step_ms``: a step through the engine (scheduler thread, sampling, bookkeeping);
+    ``bare_step_ms``: the same forward + sampling driven directly (``ModelRunner.decode`` + ``sample_tokens``),
+    so the difference is the scheduler's per-step Python; ``op_share``: the profiler's self CPU time per op
+    family over the bare steps' wall time (``all_ops`` below 1: Python between the ops); ``top_ops``: the ten
+    costliest ops.
+    """
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.engines.embedded.runner import ModelRunner
+    from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
+
+    config = EmbeddedEngineConfig(max_batch_size=batch, prefix_cache_tokens=0, share_prefixes=False)
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=config, dtype=dtype)
+    prompts = [[(7 * i + j) % engine.vocab_size for j in range(args.decode_prompt)] for i in range(batch)]
+
+    async def through_engine() -> float:
+        await _timed_generate(engine, prompts, 4)
+        base, _ = await _timed_generate(engine, prompts, 1)
+        full, _ = await _timed_generate(engine, prompts, args.new_tokens)
+        return (full - base) / (args.new_tokens - 1)
+
+    try:
+        engine_step_s = asyncio.run(through_engine())
+    finally:
+        asyncio.run(engine.close())
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    runner = ModelRunner(model, max_seq_len=args.decode_prompt + 2 * args.new_tokens + 8, max_rows=batch)
+    plan = SamplingPlan([RowSampling(1.0, 0, 1.0, None)] * batch, runner.device)
+    gen = torch.Generator().manual_seed(0)
+
+    def decode_steps() -> float:
+        runner.clear()
+        tokens = sample_tokens(runner.prefill(prompts), plan, gen)[0].tolist()
+        started = time.perf_counter()
+        for _ in range(args.new_tokens - 1):
+            tokens = sample_tokens(runner.decode(tokens), plan, gen)[0].tolist()
+        return time.perf_counter() - started
+
+    decode_steps()  # warm-up
+    bare_s = min(decode_steps() for _ in range(args.repeats))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        profiled_s = decode_steps()
+    return {
+        "batch": batch,
+        "engine_step_ms": engine_step_s * 1e3,
+        "bare_step_ms": bare_s * 1e3 / (args.new_tokens - 1),
+        **_op_shares(prof, profiled_s * 1e6),
+    }
+
+
+_OP_FAMILIES = {
+    "matmul": ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::bmm"),
+    "attention": ("aten::_scaled_dot_product", "aten::scaled_dot_product"),
+    "sampling": ("aten::softmax", "aten::_softmax", "aten::cumsum", "aten::searchsorted", "aten::log", "aten::rand"),
+    "kv_cache": ("aten::index_put", "aten::_index_put", "aten::copy_", "aten::slice_scatter", "aten::cat"),
+}
+
+
+def _op_shares(prof: Any, wall_us: float) -> dict[str, Any]:
+    ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    share = {name: 0.0 for name in _OP_FAMILIES}
+    for event in ops:
+        for name, prefixes in _OP_FAMILIES.items():
+            if event.key.startswith(prefixes):
+                share[name] += event.self_cpu_time_total / wall_us
+    share["all_ops"] = sum(e.self_cpu_time_total for e in ops) / wall_us
+    top = [{"op": e.key, "calls": e.count, "share": e.self_cpu_time_total / wall_us} for e in ops[:10]]
+    return {"op_share": share, "top_ops": top}
+
+
 def train_tok_s(model_dir: str, precision: str, checkpointing: bool, args: argparse.Namespace) -> float:
     """Forward+backward tokens/s of the trainer's logprob forward (fp32 weights; bf16 = CPU autocast)."""
     from transformers import AutoModelForCausalLM
@@ -201,7 +275,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             },
         }
     trainer: dict[str, Any] = {}
-    for name in dtypes:
+    for name in [] if args.skip_trainer else dtypes:
         for checkpointing in (False, True):
             tok_s = train_tok_s(model_dir, name, checkpointing, args)
             flops_per_token = (8 if checkpointing else 6) * params["matmul"]  # a recompute adds one forward
@@ -212,7 +286,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "mfu": tok_s / roof,
                 "fraction_of_fp32_roofline": tok_s / (hw["gemm_gflop_s"]["fp32"][big] * 1e9 / flops_per_token),
             }
+    profiles = [profile_decode(model_dir, torch.float32, b, args) for b in args.profile] if args.profile else []
     return {
+        "profile_fp32_decode": profiles,
         "machine": {
             **hw,
             "threads": args.threads,
@@ -226,7 +302,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "engine": engine,
         "trainer": trainer,
         "skipped": {name: hw["bf16_skip_reason"] for name in DTYPES if name not in dtypes},
-        "bf16_over_fp32": _bf16_ratios(engine, trainer, args.batches) if "bf16" in dtypes else None,
+        "bf16_over_fp32": _bf16_ratios(engine, trainer, args.batches) if "bf16" in dtypes and trainer else None,
     }
 
 
@@ -278,6 +354,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Measure the engine and trainer in bf16 too: auto = only where bf16 GEMMs beat fp32 ones.",
     )
     parser.add_argument("--gemm", type=int, default=None, help="Square GEMM size (default 2048; --quick 128).")
+    parser.add_argument("--profile", type=int, nargs="*", default=[], help="Profile fp32 decode at these batches.")
+    parser.add_argument("--skip-trainer", action="store_true", help="Engine and machine numbers only.")
     parser.add_argument("--out", default=None, help="Write the JSON here too.")
     args = parser.parse_args(argv)
     big = not args.quick
@@ -287,7 +365,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.decode_prompt = 32 if big else 8
     args.new_tokens = 64 if big else 6
     args.prefill_tokens = 512 if big else 32
-    args.train_batch, args.train_seq = (4, 512) if big else (2, 32)
+    args.train_batch, args.train_seq = (2, 256) if big else (2, 32)
     return args
 
 
