@@ -24,15 +24,16 @@ import asyncio
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from roofline_profile import profile_decode, timed_generate
 
-from agentrl.engines.base import SamplingParams
-from agentrl.engines.embedded.config import EmbeddedEngineConfig
+from agentrl.engines.embedded.config import EmbeddedEngineConfig, kv_bytes_per_token
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.models.loading import set_activation_checkpointing
 from agentrl.trainer.logprobs import PolicyLogprobs
@@ -109,13 +110,6 @@ def decode_roofline_tok_s(params: dict[str, int], dtype_bytes: int, batch: int, 
     return batch / step_s
 
 
-async def _timed_generate(engine: EmbeddedEngine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
-    params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0, ignore_eos=True)
-    started = time.perf_counter()
-    results = await asyncio.gather(*(engine.generate(p, params) for p in prompts))
-    return time.perf_counter() - started, sum(len(r.output_ids) for r in results)
-
-
 def engine_numbers(model_dir: str, dtype: torch.dtype, args: argparse.Namespace) -> dict[str, Any]:
     """Decode tokens/s at each batch size and prefill tokens/s of the embedded engine in ``dtype``."""
     config = EmbeddedEngineConfig(max_batch_size=max(args.batches), prefix_cache_tokens=0, share_prefixes=False)
@@ -123,96 +117,22 @@ def engine_numbers(model_dir: str, dtype: torch.dtype, args: argparse.Namespace)
     vocab = engine.vocab_size
 
     async def run() -> dict[str, Any]:
-        await _timed_generate(engine, [[1, 2, 3]], 4)  # warm-up: threads, allocator
+        await timed_generate(engine, [[1, 2, 3]], 4)  # warm-up: threads, allocator
         decode = {}
         for batch in args.batches:
             prompts = [[(7 * i + j) % vocab for j in range(args.decode_prompt)] for i in range(batch)]
             # decode alone: a run of 1 token (the prefill) subtracted from a run of new_tokens
-            base, _ = await _timed_generate(engine, prompts, 1)
-            full, produced = await _timed_generate(engine, prompts, args.new_tokens)
+            base, _ = await timed_generate(engine, prompts, 1)
+            full, produced = await timed_generate(engine, prompts, args.new_tokens)
             decode[batch] = (produced - batch) / max(full - base, 1e-9)
         prompt = [(3 * j) % vocab for j in range(args.prefill_tokens)]
-        seconds = min([(await _timed_generate(engine, [prompt], 1))[0] for _ in range(args.repeats)])
+        seconds = min([(await timed_generate(engine, [prompt], 1))[0] for _ in range(args.repeats)])
         return {"decode_tok_s": decode, "prefill_tok_s": args.prefill_tokens / seconds}
 
     try:
         return asyncio.run(run())
     finally:
         asyncio.run(engine.close())
-
-
-def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Where a decode step's time goes, at ``batch`` rows.
-
-    ``engine_step_ms``: a step through the engine (scheduler thread, sampling, bookkeeping);
-    ``bare_step_ms``: the same forward + sampling driven directly (``ModelRunner.decode`` + ``sample_tokens``),
-    so the difference is the scheduler's per-step Python; ``op_share``: the profiler's self CPU time per op
-    family over the bare steps' wall time (``all_ops`` below 1: Python between the ops); ``top_ops``: the ten
-    costliest ops.
-    """
-    from torch.profiler import ProfilerActivity, profile
-    from transformers import AutoModelForCausalLM
-
-    from agentrl.engines.embedded.runner import ModelRunner
-    from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
-
-    config = EmbeddedEngineConfig(max_batch_size=batch, prefix_cache_tokens=0, share_prefixes=False)
-    engine = EmbeddedEngine.from_pretrained(model_dir, config=config, dtype=dtype)
-    prompts = [[(7 * i + j) % engine.vocab_size for j in range(args.decode_prompt)] for i in range(batch)]
-
-    async def through_engine() -> float:
-        await _timed_generate(engine, prompts, 4)
-        base, _ = await _timed_generate(engine, prompts, 1)
-        full, _ = await _timed_generate(engine, prompts, args.new_tokens)
-        return (full - base) / (args.new_tokens - 1)
-
-    try:
-        engine_step_s = asyncio.run(through_engine())
-    finally:
-        asyncio.run(engine.close())
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
-    runner = ModelRunner(model, max_seq_len=args.decode_prompt + 2 * args.new_tokens + 8, max_rows=batch)
-    plan = SamplingPlan([RowSampling(1.0, 0, 1.0, None)] * batch, runner.device)
-    gen = torch.Generator().manual_seed(0)
-
-    def decode_steps() -> float:
-        runner.clear()
-        tokens = sample_tokens(runner.prefill(prompts), plan, gen)[0].tolist()
-        started = time.perf_counter()
-        for _ in range(args.new_tokens - 1):
-            tokens = sample_tokens(runner.decode(tokens), plan, gen)[0].tolist()
-        return time.perf_counter() - started
-
-    decode_steps()  # warm-up
-    bare_s = min(decode_steps() for _ in range(args.repeats))
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        profiled_s = decode_steps()
-    return {
-        "batch": batch,
-        "engine_step_ms": engine_step_s * 1e3,
-        "bare_step_ms": bare_s * 1e3 / (args.new_tokens - 1),
-        **_op_shares(prof, profiled_s * 1e6),
-    }
-
-
-_OP_FAMILIES = {
-    "matmul": ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::bmm"),
-    "attention": ("aten::_scaled_dot_product", "aten::scaled_dot_product"),
-    "sampling": ("aten::softmax", "aten::_softmax", "aten::cumsum", "aten::searchsorted", "aten::log", "aten::rand"),
-    "kv_cache": ("aten::index_put", "aten::_index_put", "aten::copy_", "aten::slice_scatter", "aten::cat"),
-}
-
-
-def _op_shares(prof: Any, wall_us: float) -> dict[str, Any]:
-    ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    share = {name: 0.0 for name in _OP_FAMILIES}
-    for event in ops:
-        for name, prefixes in _OP_FAMILIES.items():
-            if event.key.startswith(prefixes):
-                share[name] += event.self_cpu_time_total / wall_us
-    share["all_ops"] = sum(e.self_cpu_time_total for e in ops) / wall_us
-    top = [{"op": e.key, "calls": e.count, "share": e.self_cpu_time_total / wall_us} for e in ops[:10]]
-    return {"op_share": share, "top_ops": top}
 
 
 def train_tok_s(model_dir: str, precision: str, checkpointing: bool, args: argparse.Namespace) -> float:
@@ -236,6 +156,57 @@ def train_tok_s(model_dir: str, precision: str, checkpointing: bool, args: argpa
     return args.train_batch * args.train_seq / best_time(step, args.repeats)
 
 
+def progress(section: str, value: Any) -> None:
+    """One JSON line on stderr per finished measurement: a run cut short on a loaded machine still tells."""
+    print(json.dumps({"section": section, "value": value}), file=sys.stderr, flush=True)
+
+
+def engine_section(
+    model_dir: str, name: str, hw: dict[str, Any], params: dict[str, int], arch: dict[str, Any], args: Any
+) -> dict[str, Any]:
+    """The engine's decode and prefill tokens/s in dtype ``name``, each beside its roofline."""
+    dtype = DTYPES[name]
+    got = engine_numbers(model_dir, dtype, args)
+    progress(f"engine_{name}", got)
+    bw, rates, fp32_rates = hw["bandwidth_gb_s"], hw["gemm_gflop_s"][name], hw["gemm_gflop_s"]["fp32"]
+    shape = f"{arch['hidden_size']}x{arch['intermediate_size']}"
+    decode = {}
+    for batch, tok_s in got["decode_tok_s"].items():
+        roof = decode_roofline_tok_s(params, dtype.itemsize, batch, bw, rates[f"decode_b{batch}_{shape}"])
+        fp32_roof = decode_roofline_tok_s(params, 4, batch, bw, fp32_rates[f"decode_b{batch}_{shape}"])
+        # the formula above reads the weights only; each step also reads every row's keys/values
+        kv_bytes = batch * (args.decode_prompt + args.new_tokens // 2) * kv_bytes_per_token(arch, dtype.itemsize)
+        with_kv = batch / max(batch / roof, (params["total"] * dtype.itemsize + kv_bytes) / (bw * 1e9))
+        decode[f"b{batch}"] = {
+            "tok_s": tok_s,
+            "roofline_tok_s": roof,
+            "fraction": tok_s / roof,
+            "fraction_of_fp32_roofline": tok_s / fp32_roof,
+            "roofline_with_kv_reads_tok_s": with_kv,
+        }
+    prefill_roof = rates[f"{args.gemm}^3"] * 1e9 / (2 * params["matmul"])
+    prefill = {"tok_s": got["prefill_tok_s"], "roofline_tok_s": prefill_roof}
+    return {"decode": decode, "prefill": {**prefill, "fraction": got["prefill_tok_s"] / prefill_roof}}
+
+
+def trainer_section(model_dir: str, name: str, hw: dict[str, Any], params: dict[str, int], args: Any) -> dict[str, Any]:
+    """Forward+backward tokens/s in ``name`` precision with and without checkpointing, and the CPU MFU."""
+    big = f"{args.gemm}^3"
+    out = {}
+    for checkpointing in (False, True):
+        tok_s = train_tok_s(model_dir, name, checkpointing, args)
+        progress(f"trainer_{name}_ckpt={checkpointing}", tok_s)
+        flops_per_token = (8 if checkpointing else 6) * params["matmul"]  # a recompute adds one forward
+        roof = hw["gemm_gflop_s"][name][big] * 1e9 / flops_per_token
+        out[f"{name}_{'ckpt' if checkpointing else 'nockpt'}"] = {
+            "tok_s": tok_s,
+            "roofline_tok_s": roof,
+            "mfu": tok_s / roof,
+            "fraction_of_fp32_roofline": tok_s / (hw["gemm_gflop_s"]["fp32"][big] * 1e9 / flops_per_token),
+        }
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every measurement and its roofline fraction, as one JSON-ready dict."""
     torch.set_num_threads(args.threads)
@@ -245,48 +216,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     params = count_params(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32))
     hw = machine(arch, args)
-    bw, hidden, inter = hw["bandwidth_gb_s"], arch["hidden_size"], arch["intermediate_size"]
-    big = f"{args.gemm}^3"
+    progress("machine", hw)
+    profiles = []
+    for batch in args.profile:
+        profiles.append(profile_decode(model_dir, torch.float32, batch, args))
+        progress(f"profile_b{batch}", profiles[-1])
+    hidden, inter = arch["hidden_size"], arch["intermediate_size"]
     dtypes = _dtypes_worth_running(hw, args)
-    engine: dict[str, Any] = {}
-    for name in dtypes:
-        dtype = DTYPES[name]
-        got = engine_numbers(model_dir, dtype, args)
-        rates = hw["gemm_gflop_s"][name]
-        decode = {}
-        for batch, tok_s in got["decode_tok_s"].items():
-            gemm = rates[f"decode_b{batch}_{hidden}x{inter}"]
-            roof = decode_roofline_tok_s(params, dtype.itemsize, batch, bw, gemm)
-            fp32_gemm = hw["gemm_gflop_s"]["fp32"][f"decode_b{batch}_{hidden}x{inter}"]
-            fp32_roof = decode_roofline_tok_s(params, 4, batch, bw, fp32_gemm)
-            decode[f"b{batch}"] = {
-                "tok_s": tok_s,
-                "roofline_tok_s": roof,
-                "fraction": tok_s / roof,
-                "fraction_of_fp32_roofline": tok_s / fp32_roof,
-            }
-        prefill_roof = rates[big] * 1e9 / (2 * params["matmul"])
-        engine[name] = {
-            "decode": decode,
-            "prefill": {
-                "tok_s": got["prefill_tok_s"],
-                "roofline_tok_s": prefill_roof,
-                "fraction": got["prefill_tok_s"] / prefill_roof,
-            },
-        }
+    engine = {name: engine_section(model_dir, name, hw, params, arch, args) for name in dtypes}
     trainer: dict[str, Any] = {}
     for name in [] if args.skip_trainer else dtypes:
-        for checkpointing in (False, True):
-            tok_s = train_tok_s(model_dir, name, checkpointing, args)
-            flops_per_token = (8 if checkpointing else 6) * params["matmul"]  # a recompute adds one forward
-            roof = hw["gemm_gflop_s"][name][big] * 1e9 / flops_per_token
-            trainer[f"{name}_{'ckpt' if checkpointing else 'nockpt'}"] = {
-                "tok_s": tok_s,
-                "roofline_tok_s": roof,
-                "mfu": tok_s / roof,
-                "fraction_of_fp32_roofline": tok_s / (hw["gemm_gflop_s"]["fp32"][big] * 1e9 / flops_per_token),
-            }
-    profiles = [profile_decode(model_dir, torch.float32, b, args) for b in args.profile] if args.profile else []
+        trainer.update(trainer_section(model_dir, name, hw, params, args))
     return {
         "profile_fp32_decode": profiles,
         "machine": {
@@ -356,16 +296,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gemm", type=int, default=None, help="Square GEMM size (default 2048; --quick 128).")
     parser.add_argument("--profile", type=int, nargs="*", default=[], help="Profile fp32 decode at these batches.")
     parser.add_argument("--skip-trainer", action="store_true", help="Engine and machine numbers only.")
+    parser.add_argument("--repeats", type=int, default=None, help="Timed repeats (best of; default 3, --quick 1).")
+    parser.add_argument("--new-tokens", type=int, default=None, help="Decoded tokens per request (default 64).")
+    parser.add_argument("--train-shape", type=int, nargs=2, default=None, help="Trainer batch and sequence length.")
     parser.add_argument("--out", default=None, help="Write the JSON here too.")
     args = parser.parse_args(argv)
     big = not args.quick
     args.copy_mb = 256 if big else 16
     args.gemm = args.gemm or (2048 if big else 128)
-    args.repeats = 3 if big else 1
+    args.repeats = args.repeats or (3 if big else 1)
     args.decode_prompt = 32 if big else 8
-    args.new_tokens = 64 if big else 6
+    args.new_tokens = args.new_tokens or (64 if big else 6)
     args.prefill_tokens = 512 if big else 32
-    args.train_batch, args.train_seq = (2, 256) if big else (2, 32)
+    args.train_batch, args.train_seq = args.train_shape or ((2, 256) if big else (2, 32))
     return args
 
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_path: Path) -> None:
     out = tmp_path / "roofline.json"
     cmd = [sys.executable, str(ROOT / "scripts" / "bench_roofline.py"), "--quick", "--threads", "1"]
-    cmd += ["--bf16", "always", "--batches", "1", "3", "--out", str(out)]
+    cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--out", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)
     report = json.loads(out.read_text())
     hw = report["machine"]
@@ -32,3 +32,6 @@ def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_pa
             assert cell["tok_s"] > 0 and cell["mfu"] == cell["tok_s"] / cell["roofline_tok_s"]
     assert set(report["bf16_over_fp32"]) == {"decode_b1", "decode_b3", "prefill", "train_nockpt", "train_ckpt"}
     assert all(v > 0 for v in report["bf16_over_fp32"].values())
+    [profile] = report["profile_fp32_decode"]
+    assert profile["batch"] == 3 and profile["engine_step_ms"] > 0 and profile["bare_step_ms"] > 0
+    assert profile["op_share"]["matmul"] > 0 and profile["top_ops"]  # the profiler saw the forward's ops

@@ -276,10 +276,8 @@ class TrainerConfig(StrictModel):
     )
     precision: Literal["auto", "fp32", "bf16_autocast"] = Field(
         "auto",
-        description="Forward/backward precision; the master weights, the optimizer, the output head's logits and "
-        "the loss stay float32 in every case. bf16_autocast: matmuls in bfloat16 under torch.autocast (CUDA or "
-        "CPU); pays only where the CPU has bf16 units (AMX / AVX512-BF16: scripts/bench_roofline.py measures it; "
-        "without them bf16 is emulated and many times slower). auto: bf16_autocast on CUDA, fp32 on CPU.",
+        description="bf16_autocast: the update's matmuls in bf16 (CUDA or CPU; weights, AdamW, head logits, loss stay "
+        "fp32; on a CPU only with bf16 units, see scripts/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU.",
     )
     logprob_chunk_tokens: int = Field(
         1024,
