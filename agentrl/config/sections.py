@@ -274,6 +274,11 @@ class TrainerConfig(StrictModel):
         description="Longest packed row (also at most micro_batch_tokens): attention over a packed row costs its "
         "length squared.",
     )
+    precision: Literal["auto", "fp32", "bf16_autocast"] = Field(
+        "auto",
+        description="bf16_autocast: the update's matmuls in bf16 (CUDA or CPU; weights, AdamW, head logits, loss stay "
+        "fp32; on a CPU only with bf16 units, see scripts/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU.",
+    )
     logprob_chunk_tokens: int = Field(
         1024,
         ge=16,

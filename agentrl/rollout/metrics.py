@@ -42,6 +42,8 @@ class RolloutMetrics:
         out["rollout/stale_discarded_tokens"] = float(self.stale_discarded_tokens)
         out["rollout/tokens_generated"] = float(self.tokens_generated)
         out["rollout/prompt_tokens"] = float(self.prompt_tokens)
+        # prefill work: tokens the engine computed vs copied from its prefix cache (or a running twin's head)
+        out["rollout/computed_prompt_tokens"] = float(self.prompt_tokens - self.cached_prompt_tokens)
         out["rollout/cached_prompt_frac"] = (
             self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
         )

@@ -56,6 +56,11 @@ def lag_metrics(rows: list[TrainRow], version: int | None) -> dict[str, float]:
     return {"train/token_lag_mean": sum(lags) / len(lags), "train/token_lag_max": float(max(lags))}
 
 
+def autocast_bf16(precision: str, device_type: str) -> bool:
+    """Whether the trainer's forward runs under bf16 autocast: ``trainer.precision`` on ``device_type``."""
+    return precision == "bf16_autocast" or (precision == "auto" and device_type == "cuda")
+
+
 def _dummy_micro_batch() -> MicroBatch:
     """A one-token row with advantage 0: keeps FSDP collectives paired on ranks with less work.
 
@@ -108,8 +113,9 @@ class PolicyUpdater:
         self.scheduler = LambdaLR(self.optimizer, lr_lambda(cfg, total_steps * cfg.mini_batches))
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
+        """bf16 autocast of the forward (and so the backward) when ``trainer.precision`` asks for it."""
+        if autocast_bf16(self.cfg.precision, self.device.type):
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def _local_rows(self, rows: list[TrainRow]) -> list[TrainRow]:

@@ -111,6 +111,7 @@ def test_groups_tokens_and_logprobs_come_from_the_engine(
     cached = sum(r.cached_tokens for _, r in engine.calls)
     assert batch.metrics["rollout/prompt_tokens"] == prompt
     assert batch.metrics["rollout/cached_prompt_frac"] == pytest.approx(cached / prompt)
+    assert batch.metrics["rollout/computed_prompt_tokens"] == prompt - cached
     assert 0.3 < cached / prompt < 1.0
     ep = batch.groups[0][0]
     from transformers import AutoModelForCausalLM

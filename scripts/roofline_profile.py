@@ -1,0 +1,97 @@
+"""Where an embedded-engine decode step's time goes (``scripts/bench_roofline.py --profile``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+import torch
+
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
+from agentrl.engines.embedded.engine import EmbeddedEngine
+
+
+async def timed_generate(engine: EmbeddedEngine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
+    """Wall seconds and tokens produced for ``prompts`` sent at once, each decoding ``new_tokens`` (T=1)."""
+    from agentrl.engines.base import SamplingParams
+
+    params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0, ignore_eos=True)
+    started = time.perf_counter()
+    results = await asyncio.gather(*(engine.generate(p, params) for p in prompts))
+    return time.perf_counter() - started, sum(len(r.output_ids) for r in results)
+
+
+def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Where a decode step's time goes, at ``batch`` rows.
+
+    ``engine_step_ms``: a step through the engine (scheduler thread, sampling, bookkeeping);
+    ``bare_step_ms``: the same forward + sampling driven directly (``ModelRunner.decode`` + ``sample_tokens``),
+    so the difference is the scheduler's per-step Python; ``op_share``: the profiler's self CPU time per op
+    family over the bare steps' wall time (``all_ops`` below 1: Python between the ops); ``top_ops``: the ten
+    costliest ops.
+    """
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.engines.embedded.runner import ModelRunner
+    from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
+
+    config = EmbeddedEngineConfig(max_batch_size=batch, prefix_cache_tokens=0, share_prefixes=False)
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=config, dtype=dtype)
+    prompts = [[(7 * i + j) % engine.vocab_size for j in range(args.decode_prompt)] for i in range(batch)]
+
+    async def through_engine() -> float:
+        await timed_generate(engine, prompts, 4)
+        base, _ = await timed_generate(engine, prompts, 1)
+        full, _ = await timed_generate(engine, prompts, args.new_tokens)
+        return (full - base) / (args.new_tokens - 1)
+
+    try:
+        engine_step_s = asyncio.run(through_engine())
+    finally:
+        asyncio.run(engine.close())
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    runner = ModelRunner(model, max_seq_len=args.decode_prompt + 2 * args.new_tokens + 8, max_rows=batch)
+    plan = SamplingPlan([RowSampling(1.0, 0, 1.0, None)] * batch, runner.device)
+    gen = torch.Generator().manual_seed(0)
+
+    def decode_steps() -> float:
+        runner.clear()
+        tokens = sample_tokens(runner.prefill(prompts), plan, gen)[0].tolist()
+        started = time.perf_counter()
+        for _ in range(args.new_tokens - 1):
+            tokens = sample_tokens(runner.decode(tokens), plan, gen)[0].tolist()
+        return time.perf_counter() - started
+
+    decode_steps()  # warm-up
+    bare_s = min(decode_steps() for _ in range(args.repeats))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        profiled_s = decode_steps()
+    return {
+        "batch": batch,
+        "engine_step_ms": engine_step_s * 1e3,
+        "bare_step_ms": bare_s * 1e3 / (args.new_tokens - 1),
+        **_op_shares(prof, profiled_s * 1e6),
+    }
+
+
+_OP_FAMILIES = {
+    "matmul": ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::bmm"),
+    "attention": ("aten::_scaled_dot_product", "aten::scaled_dot_product"),
+    "sampling": ("aten::softmax", "aten::_softmax", "aten::cumsum", "aten::searchsorted", "aten::log", "aten::rand"),
+    "kv_cache": ("aten::index_put", "aten::_index_put", "aten::copy_", "aten::slice_scatter", "aten::cat"),
+}
+
+
+def _op_shares(prof: Any, wall_us: float) -> dict[str, Any]:
+    ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    share = {name: 0.0 for name in _OP_FAMILIES}
+    for event in ops:
+        for name, prefixes in _OP_FAMILIES.items():
+            if event.key.startswith(prefixes):
+                share[name] += event.self_cpu_time_total / wall_us
+    share["all_ops"] = sum(e.self_cpu_time_total for e in ops) / wall_us
+    top = [{"op": e.key, "calls": e.count, "share": e.self_cpu_time_total / wall_us} for e in ops[:10]]
+    return {"op_share": share, "top_ops": top}

@@ -1,0 +1,37 @@
+"""The roofline benchmark runs end to end in its tiny mode and reports every fraction it promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_path: Path) -> None:
+    out = tmp_path / "roofline.json"
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_roofline.py"), "--quick", "--threads", "1"]
+    cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--out", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)
+    report = json.loads(out.read_text())
+    hw = report["machine"]
+    assert hw["bandwidth_gb_s"] > 0
+    assert set(hw["gemm_gflop_s"]) == {"fp32", "bf16"}
+    assert set(hw["gemm_gflop_s"]["fp32"]) == {"128^3", "decode_b1_64x128", "decode_b3_64x128"}
+    assert report["model"]["params"]["total"] > 0 and report["skipped"] == {}
+    for dtype in ("fp32", "bf16"):
+        engine = report["engine"][dtype]
+        assert set(engine["decode"]) == {"b1", "b3"}
+        for cell in [*engine["decode"].values(), engine["prefill"]]:
+            assert cell["tok_s"] > 0 and cell["roofline_tok_s"] > 0
+            assert cell["fraction"] == cell["tok_s"] / cell["roofline_tok_s"]
+        for ckpt in ("nockpt", "ckpt"):
+            cell = report["trainer"][f"{dtype}_{ckpt}"]
+            assert cell["tok_s"] > 0 and cell["mfu"] == cell["tok_s"] / cell["roofline_tok_s"]
+    assert set(report["bf16_over_fp32"]) == {"decode_b1", "decode_b3", "prefill", "train_nockpt", "train_ckpt"}
+    assert all(v > 0 for v in report["bf16_over_fp32"].values())
+    [profile] = report["profile_fp32_decode"]
+    assert profile["batch"] == 3 and profile["engine_step_ms"] > 0 and profile["bare_step_ms"] > 0
+    assert profile["op_share"]["matmul"] > 0 and profile["top_ops"]  # the profiler saw the forward's ops
