@@ -110,6 +110,9 @@ class Sandbox(ABC):
 
     # ---- backend hooks -----------------------------------------------------------------------
     config: Any
+    # Why code in this sandbox can see the host's filesystem or reach its user (None: it cannot). Graders
+    # refuse a sandbox that has one; only the process backend can, where the kernel refuses its namespaces.
+    isolation_error: str | None = None
 
     @abstractmethod
     def _restart(self) -> None:

@@ -167,7 +167,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
     def _check(self, code: str) -> Verdicts:
         """The draft's verdicts on the visible examples."""
         return self._flagged(
-            run_tests(self.grader, self.sandbox, self.task.coding_task(), code, self.task.visible_tests())
+            run_tests(self.grader, self.grading_sandbox(), self.task.coding_task(), code, self.task.visible_tests())
         )
 
     def _flagged(self, verdicts: Verdicts) -> Verdicts:
@@ -202,7 +202,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
 
     def _grade(self, code: str, reward: float, verdicts: Verdicts | None) -> StepResult:
         hidden = self._flagged(
-            run_tests(self.grader, self.sandbox, self.task.coding_task(), code, self.task.hidden_tests())
+            run_tests(self.grader, self.grading_sandbox(), self.task.coding_task(), code, self.task.hidden_tests())
         )
         outcome = float(hidden.success) if self.config.outcome == "all" else hidden.fraction
         zeroed = bool(self.flags) and self.config.zero_reward_if_flagged  # any check of the episode was flagged
