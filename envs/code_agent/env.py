@@ -2,9 +2,10 @@
 
 Each turn's ```python block runs in a persistent sandbox session (its output is shown). A block that
 defines the entry point is a *draft*: the grader runs it on the task's visible examples in a fresh
-process and the model reads which failed and what they returned or raised. With ``submit: on_pass``
-the first draft that passes every example is graded by the hidden tests; on the last turn the latest
-draft is. Reward: the episode outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
+process of the env's grading sandbox (reset first; run cells never touch it) and the model reads
+which failed and what they returned or raised. With ``submit: on_pass`` the first draft that passes
+every example is graded by the hidden tests; on the last turn the latest draft is. Reward: the episode
+outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
 (the change in the fraction of examples the latest draft passes, minus ``stall_penalty`` for a failing
 draft whose example results the episode has already seen); see docs/code-agent.md. Every check
 runs across the grader's trust boundary (``envs.code_exec.grading``); attempted exploits it sees are
