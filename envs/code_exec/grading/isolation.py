@@ -24,8 +24,9 @@ def require_isolation(sandbox: Any) -> None:
         raise UnsafeSandboxError(
             f"refusing to grade in {sandbox!r}: {reason}, so a solution could read the hidden tests' answers (task "
             "data, datasets next to the interpreter, generator source) and reach the trainer's files. Fix: use the "
-            "Docker backend (sandbox kind: docker); or run where unprivileged user namespaces are allowed (inside a "
-            "container: --security-opt seccomp=unconfined --security-opt apparmor=unconfined; on a host: "
-            "sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0), or start the trainer as "
-            "root; and keep ProcessSandboxConfig.private_root on"
+            "Docker backend (sandbox kind: docker); or let the process backend make its namespaces: inside a "
+            "container run it with --security-opt seccomp=unconfined --security-opt apparmor=unconfined (a root "
+            "trainer also needs --cap-add SYS_ADMIN), on a host allow user namespaces (sysctl "
+            "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); and keep "
+            "ProcessSandboxConfig.private_root on"
         )
