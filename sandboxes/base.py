@@ -90,10 +90,13 @@ class Sandbox(ABC):
         return SandboxService(self, source)
 
     def reset(self) -> None:
-        """Fresh session: kill every process and service, clear the work dir and /tmp; the sandbox stays warm."""
+        """Fresh session: kill every process and service, erase every writable place; the sandbox stays warm.
+
+        A reset that cannot erase everything restarts the sandbox (a fresh container or session process).
+        """
         try:
             self._call({"op": "reset"}, self.config.start_timeout_s)
-        except SessionLostError:
+        except (SessionLostError, SandboxFileError):  # lost, or the wipe failed: nothing of it may be reused
             self._recover()
 
     @abstractmethod

@@ -22,10 +22,21 @@ IPC_RMID = 0
 SYSV_KINDS = (("shm", "shmctl", 7), ("msg", "msgctl", 7), ("sem", "semctl", 4))
 
 
+def unlock_tree(path: str) -> None:
+    """Give the owner rwx on every directory of the tree, so a cell's ``chmod 000`` cannot keep its contents."""
+    for top, dirs, _ in os.walk(path):
+        for name in dirs:
+            full = os.path.join(top, name)
+            if not os.path.islink(full):
+                os.chmod(full, stat.S_IRWXU)
+
+
 def remove_entry(path: str) -> None:
-    """Delete a file, link or directory tree (one that vanished meanwhile is fine)."""
+    """Delete a file, link or directory tree (one that vanished meanwhile is fine); failing raises (reset fails)."""
     try:
         if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, stat.S_IRWXU)
+            unlock_tree(path)
             shutil.rmtree(path)
         else:
             os.unlink(path)

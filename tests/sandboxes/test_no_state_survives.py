@@ -85,3 +85,16 @@ def test_posix_message_queues_do_not_survive_a_reset(sandbox: Sandbox) -> None:
     assert made.stdout.strip() == "True", made
     sandbox.reset()
     assert sandbox.run_python("import os; print(os.listdir('/dev/mqueue'))", 10).stdout.strip() == "[]"
+
+
+def test_a_locked_directory_does_not_survive_a_reset(sandbox: Sandbox) -> None:
+    _private(sandbox)
+    locked = (
+        "import os\nfor top in ('/dev/shm', '/tmp', '.'):\n"
+        "    os.makedirs(top + '/locked/inner')\n    open(top + '/locked/inner/note', 'w').write('x')\n"
+        "    os.chmod(top + '/locked/inner', 0)\n    os.chmod(top + '/locked', 0)\nprint('locked')"
+    )
+    assert sandbox.run_python(locked, 10).stdout.strip() == "locked"
+    sandbox.reset()
+    look = "import os; print([p for p in ('/dev/shm/locked', '/tmp/locked', 'locked') if os.path.lexists(p)])"
+    assert sandbox.run_python(look, 10).stdout.strip() == "[]"
