@@ -57,9 +57,11 @@ def writable_mounts() -> list[str]:
         for line in fh:
             left, _, right = line.partition(" - ")
             fields, fstype = left.split(), right.split()[0]
-            if fstype in VIRTUAL_FS or "rw" not in fields[5].split(","):
-                continue
-            points.append(fields[4].encode().decode("unicode_escape"))
+            point = fields[4].encode().decode("unicode_escape")
+            kernel_view = point.startswith(("/proc/", "/sys/")) or point in ("/proc", "/sys")
+            if fstype in VIRTUAL_FS or kernel_view or "rw" not in fields[5].split(","):
+                continue  # (Docker masks /proc/keys etc. with tmpfs, and cgroup v1 dirs are not ours)
+            points.append(point)
     return points
 
 
