@@ -143,3 +143,27 @@ def test_grading_refuses_a_process_sandbox_that_shows_the_host(grader: Grader) -
         assert "private_root is off" in (sandbox.isolation_error or "")
         with pytest.raises(UnsafeSandboxError, match="refusing to grade.*private_root is off.*Fix: use the Docker"):
             grader.grade(sandbox, task, "\n" + (task.solution or ""))
+
+
+def test_inputs_a_grading_saw_never_reach_a_later_run_cell(sandbox_kind: str) -> None:
+    from envs.code_agent import CodeAgentEnv
+
+    task = _agent_task()
+    # Solves the task and keeps every input the tests pass it, as bare directories (no flag) in /dev/shm.
+    spy = (
+        f"import os\n{task.solution}\n_real = {task.entry_point}\n"
+        f"def {task.entry_point}(*args):\n"
+        "    os.mkdir('/dev/shm/seen-%d' % len(os.listdir('/dev/shm')))\n    return _real(*args)\n"
+    )
+    look = "import os\nprint('listing', sorted(os.listdir('/dev/shm')), sorted(os.listdir('/tmp')), os.listdir('.'))"
+    env = CodeAgentEnv(split="all", max_turns=2, sandbox={"kind": sandbox_kind})
+    try:
+        env.reset(seed=0, options={"task_id": task.task_id})
+        _, _, done, _, info = env.step(f"```python\n{spy}```")
+        assert done and info["outcome"] == 1.0  # graded: the hidden tests called it
+        env.reset(seed=1, options={"task_id": task.task_id})
+        messages, _, _, _, _ = env.step(f"```python\n{look}\n```")
+    finally:
+        env.close()
+    shown = str(messages[0]["content"])
+    assert "listing" in shown and "seen-" not in shown, shown
