@@ -84,6 +84,8 @@ def plan_for(python: str) -> JailPlan:
             binds.append(path)
     for prefix in prefixes:
         real = os.path.realpath(prefix)
+        if real == "/":  # an interpreter installed at the root lives in /bin, /lib: binding "/" would show everything
+            continue
         if not any(real == top or real.startswith(top + "/") for top in binds):
             binds.append(real)
     masks = sorted(
