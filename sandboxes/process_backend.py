@@ -163,11 +163,12 @@ class ProcessSandbox(Sandbox):
         assert self._root_dir is not None
         try:
             self._spawn()
-        except subprocess.SubprocessError as exc:  # preexec_fn raised: the kernel refused the minimal root
-            if self._jail is None:
-                raise SandboxStartError(f"could not start {self._python} for a process sandbox: {exc}") from exc
+        except subprocess.SubprocessError as exc:  # preexec_fn raised: the jail says why if it was the jail
             error_file = os.path.join(self._root_dir, "jail-error")
-            reason = open(error_file).read() if os.path.exists(error_file) else str(exc)
+            if self._jail is None or not os.path.exists(error_file):
+                raise SandboxStartError(f"could not start {self._python} for a process sandbox: {exc}") from exc
+            with open(error_file) as fh:
+                reason = fh.read()
             self._jail, self.isolation_error = None, f"the kernel refused the minimal root ({reason})"
             log.warning("process sandbox: %s; it runs on the host's filesystem and grading refuses it", reason)
             self._spawn()
