@@ -90,10 +90,13 @@ class Sandbox(ABC):
         return SandboxService(self, source)
 
     def reset(self) -> None:
-        """Fresh session: kill every process and service, clear the work dir and /tmp; the sandbox stays warm."""
+        """Fresh session: kill every process and service, erase every writable place; the sandbox stays warm.
+
+        A reset that cannot erase everything restarts the sandbox (a fresh container or session process).
+        """
         try:
             self._call({"op": "reset"}, self.config.start_timeout_s)
-        except SessionLostError:
+        except (SessionLostError, SandboxFileError):  # lost, or the wipe failed: nothing of it may be reused
             self._recover()
 
     @abstractmethod
@@ -110,6 +113,9 @@ class Sandbox(ABC):
 
     # ---- backend hooks -----------------------------------------------------------------------
     config: Any
+    # Why code in this sandbox can see the host's filesystem or reach its user (None: it cannot). Graders
+    # refuse a sandbox that has one; only the process backend can, where the kernel refuses its namespaces.
+    isolation_error: str | None = None
 
     @abstractmethod
     def _restart(self) -> None:

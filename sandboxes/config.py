@@ -83,6 +83,12 @@ class ProcessSandboxConfig(_LimitsConfig):
     cpu_time_s: int = Field(default=600, ge=1, description="RLIMIT_CPU: CPU seconds per session process.")
     max_file_bytes: int = Field(default=64 * MiB, ge=MiB, description="RLIMIT_FSIZE: largest file written.")
     isolate_network: bool = Field(default=True, description="Run in a new network namespace when possible.")
+    private_root: bool = Field(
+        default=True,
+        description="Show the sandbox a minimal root (interpreter and stdlib read-only, its own work dir, /tmp, "
+        "/dev/shm) instead of the host's filesystem (sandboxes/jail.py). Off, or where the kernel refuses the "
+        "namespaces, the sandbox still runs cells but has an isolation_error, and grading refuses it.",
+    )
     run_as_uid: int | None = Field(
         default=None,
         ge=1,

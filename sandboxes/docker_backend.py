@@ -168,6 +168,7 @@ class DockerSandbox(Sandbox):
             "max_output_bytes": cfg.max_output_bytes,
             "max_read_bytes": cfg.max_read_bytes,
             "wipe_dirs": [cfg.workdir, "/tmp", *cfg.extra_tmpfs],
+            "private_fs": True,  # everything writable in the container is the sandbox's: reset sweeps it all
             "kill_background": cfg.kill_background,
             "rlimits": {},
         }

@@ -1,14 +1,17 @@
 """ProcessSandbox: the session server as a local subprocess, for machines without a Docker engine.
 
 Fences: rlimits (address space, processes, file size, CPU), its own sessions and process groups, a
-private temp work dir, a new network namespace where the kernel allows it, and (when started as root)
-an unprivileged uid. Isolation is weaker than a container's, so it warns once.
+minimal root of its own in new mount, IPC, network (and, when not root, user) namespaces (``jail.py``),
+and (when started as root) an unprivileged uid. Where the kernel refuses the namespaces it runs on the
+host's filesystem instead and says so in ``isolation_error`` (graders refuse such a sandbox). Isolation
+is weaker than a container's, so it warns once.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -21,6 +24,7 @@ from sandboxes.channel import FrameChannel, SessionLostError, max_frame_bytes
 from sandboxes.config import ProcessSandboxConfig
 from sandboxes.docker_backend import SERVER_SOURCE
 from sandboxes.errors import SandboxStartError, SandboxUnavailableError
+from sandboxes.jail import TMPDIR, WORKDIR, JailSpec, enter, plan_for
 from sandboxes.uid_lease import UidLease, processes_of
 
 CLONE_NEWUSER = 0x10000000
@@ -29,6 +33,7 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Loaded once here: dlopen between fork and exec (in preexec_fn) could deadlock in a threaded host.
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _warned = False
+log = logging.getLogger(__name__)
 
 
 def _warn_once() -> None:
@@ -60,6 +65,8 @@ class ProcessSandbox(Sandbox):
             )
         self._python = python
         self.network_isolated = False
+        self.isolation_error: str | None = None  # why the solution could see the host (None: it cannot)
+        self._jail: JailSpec | None = None
         self._uid_lease: UidLease | None = None
         self._drop_to: int | None = None
         try:
@@ -89,11 +96,22 @@ class ProcessSandbox(Sandbox):
         self._root_dir = tempfile.mkdtemp(prefix="agentrl-sbx-", dir=self.config.base_dir)
         # Removed at interpreter exit even without close(); the server itself exits when its stdin closes.
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._root_dir, True)
-        for sub in ("work", "tmp"):
+        for sub in ("work", "tmp", "jail"):
             os.mkdir(os.path.join(self._root_dir, sub), 0o700)
         if self._drop_to is not None:
             for path in (self._root_dir, self.workdir, os.path.join(self._root_dir, "tmp")):
                 os.chown(path, self._drop_to, self._drop_to)
+        if not self.config.private_root:
+            self.isolation_error = "ProcessSandboxConfig.private_root is off"
+            return
+        self._jail = JailSpec(
+            plan=plan_for(self._python),
+            mount_point=os.path.join(self._root_dir, "jail"),
+            workdir=self.workdir,
+            tmpdir=os.path.join(self._root_dir, "tmp"),
+            shm_bytes=self.config.max_file_bytes,
+            new_network=self.config.isolate_network,
+        )
 
     def _rlimits(self) -> dict[str, int]:
         cfg = self.config
@@ -109,40 +127,62 @@ class ProcessSandbox(Sandbox):
         }
 
     def _isolate(self) -> None:
-        """Runs in the child between fork and exec: new network namespace, then drop root."""
-        if self.config.isolate_network:
+        """Runs in the child between fork and exec: the minimal root (or a new network namespace), then drop root."""
+        if self._jail is not None:
+            try:
+                enter(self._jail)
+            except OSError as exc:  # the parent reads why (preexec_fn's own error says only that it failed)
+                with open(os.path.join(self._root_dir or "", "jail-error"), "w") as fh:
+                    fh.write(str(exc))
+                raise
+        elif self.config.isolate_network:
             _LIBC.unshare(CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET)
         if self._drop_to is not None:
             os.setgroups([])
             os.setgid(self._drop_to)
             os.setuid(self._drop_to)
 
-    def _start_session(self) -> None:
+    def _server_config(self) -> tuple[dict[str, object], dict[str, str]]:
+        """The session server's config and environment: paths inside the minimal root, or the host's."""
         assert self._root_dir is not None
-        tmp = os.path.join(self._root_dir, "tmp")
+        jailed = self._jail is not None
+        work, tmp = (WORKDIR, TMPDIR) if jailed else (self.workdir, os.path.join(self._root_dir, "tmp"))
         server_cfg = {
-            "workdir": self.workdir,
+            "workdir": work,
             "max_output_bytes": self.config.max_output_bytes,
             "max_read_bytes": self.config.max_read_bytes,
-            "wipe_dirs": [self.workdir, tmp],
+            "wipe_dirs": [work, tmp],
+            "private_fs": jailed,  # only a private root may be swept whole: the host's holds the user's files
             "kill_background": self.config.kill_background,
             "rlimits": self._rlimits(),
         }
-        env = {
-            "PATH": SAFE_PATH,
-            "HOME": self.workdir,
-            "TMPDIR": tmp,
-            "LANG": "C.UTF-8",
-            "PYTHONIOENCODING": "utf-8",
-            **self.config.env,
-        }
-        log = open(os.path.join(self._root_dir, "server.log"), "ab")
+        env = {"PATH": SAFE_PATH, "HOME": work, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+        return server_cfg, {**env, **self.config.env}
+
+    def _start_session(self) -> None:
+        assert self._root_dir is not None
+        try:
+            self._spawn()
+        except subprocess.SubprocessError as exc:  # preexec_fn raised: the jail says why if it was the jail
+            error_file = os.path.join(self._root_dir, "jail-error")
+            if self._jail is None or not os.path.exists(error_file):
+                raise SandboxStartError(f"could not start {self._python} for a process sandbox: {exc}") from exc
+            with open(error_file) as fh:
+                reason = fh.read()
+            self._jail, self.isolation_error = None, f"the kernel refused the minimal root ({reason})"
+            log.warning("process sandbox: %s; it runs on the host's filesystem and grading refuses it", reason)
+            self._spawn()
+
+    def _spawn(self) -> None:
+        assert self._root_dir is not None
+        server_cfg, env = self._server_config()
+        log_file = open(os.path.join(self._root_dir, "server.log"), "ab")
         try:
             self._proc = subprocess.Popen(
                 [self._python, "-I", "-c", SERVER_SOURCE, json.dumps(server_cfg)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=log,
+                stderr=log_file,
                 cwd=self.workdir,
                 env=env,
                 start_new_session=True,
@@ -152,7 +192,7 @@ class ProcessSandbox(Sandbox):
         except OSError as exc:
             raise SandboxStartError(f"could not start {self._python} for a process sandbox: {exc}") from exc
         finally:
-            log.close()
+            log_file.close()
         assert self._proc.stdin is not None and self._proc.stdout is not None
         limit = max_frame_bytes(self.config.max_output_bytes, self.config.max_read_bytes)
         self._channel = FrameChannel(

@@ -2,9 +2,10 @@
 
 Each turn's ```python block runs in a persistent sandbox session (its output is shown). A block that
 defines the entry point is a *draft*: the grader runs it on the task's visible examples in a fresh
-process and the model reads which failed and what they returned or raised. With ``submit: on_pass``
-the first draft that passes every example is graded by the hidden tests; on the last turn the latest
-draft is. Reward: the episode outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
+process of the env's grading sandbox (reset first; run cells never touch it) and the model reads
+which failed and what they returned or raised. With ``submit: on_pass`` the first draft that passes
+every example is graded by the hidden tests; on the last turn the latest draft is. Reward: the episode
+outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
 (the change in the fraction of examples the latest draft passes, minus ``stall_penalty`` for a failing
 draft whose example results the episode has already seen; with ``shaping_terminal: zero`` the grading
 step also takes the potential back to 0); see docs/code-agent.md. Every check
@@ -168,7 +169,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
     def _check(self, code: str) -> Verdicts:
         """The draft's verdicts on the visible examples."""
         return self._flagged(
-            run_tests(self.grader, self.sandbox, self.task.coding_task(), code, self.task.visible_tests())
+            run_tests(self.grader, self.grading_sandbox(), self.task.coding_task(), code, self.task.visible_tests())
         )
 
     def _flagged(self, verdicts: Verdicts) -> Verdicts:
@@ -216,7 +217,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
 
     def _grade(self, code: str, reward: float, verdicts: Verdicts | None) -> StepResult:
         hidden = self._flagged(
-            run_tests(self.grader, self.sandbox, self.task.coding_task(), code, self.task.hidden_tests())
+            run_tests(self.grader, self.grading_sandbox(), self.task.coding_task(), code, self.task.hidden_tests())
         )
         outcome = float(hidden.success) if self.config.outcome == "all" else hidden.fraction
         reward += self._terminal_shaping()

@@ -142,7 +142,7 @@ class CodeExecEnv(SandboxSession, MultiTurnEnv):
         return [message], cost + bonus, False, last_turn, info
 
     def _submit(self, parsed: CodeAction) -> StepResult:
-        result = self.grader.grade(self.sandbox, self.task, "\n" + parsed.code)
+        result = self.grader.grade(self.grading_sandbox(), self.task, "\n" + parsed.code)
         flags = result.flag_strings
         reward, components = result.fraction, {"tests": result.fraction}
         zeroed = bool(flags) and self.config.zero_reward_if_flagged

@@ -1,6 +1,10 @@
 """What every sandboxed code env shares: its sandbox and grader started on first use, the preflight cell,
 the verified replay of a session's cells on restore, and their release.
 
+Grading never runs in the session's sandbox: the model's run cells could prepare it (write files the graded
+draft reads, leave state in /tmp or /dev/shm). It runs in a second sandbox of the same settings that only
+graded code ever enters, reset (every writable place wiped) before each grading (``grading_sandbox``).
+
 A mixin for ``MultiTurnEnv`` subclasses whose ``config`` has ``sandbox``, ``cell_timeout_s``,
 ``test_timeout_s`` and ``max_output_chars`` (``CodeExecConfig``, ``CodeAgentConfig``).
 """
@@ -11,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrl.errors import PreflightError, ReplayDivergenceError
-from envs.code_exec.grading import Grader, GraderConfig
+from envs.code_exec.grading import Grader, GraderConfig, require_isolation
 from envs.code_exec.sandboxing import open_sandbox, shorten
 
 
@@ -20,6 +24,7 @@ class SandboxSession:
 
     config: Any
     _sandbox: Any = None
+    _grading_sandbox: Any = None
     _grader: Grader | None = None
 
     @property
@@ -28,6 +33,14 @@ class SandboxSession:
         if self._sandbox is None:
             self._sandbox = open_sandbox(self.config.sandbox)
         return self._sandbox
+
+    def grading_sandbox(self) -> Any:
+        """A sandbox in a state no run cell prepared, for one grading: its own, started on first use, reset now."""
+        if self._grading_sandbox is None:
+            self._grading_sandbox = open_sandbox(self.config.sandbox)
+        else:
+            self._grading_sandbox.reset()
+        return self._grading_sandbox
 
     @property
     def grader(self) -> Grader:
@@ -50,6 +63,7 @@ class SandboxSession:
                 "`bash scripts/docker_setup.sh` to (re)start Docker and build the image, or set "
                 "env.kwargs.sandbox.kind: process"
             )
+        require_isolation(self.sandbox)  # fail at start-up, not at the first submission
         kind = type(self.sandbox).__name__
         return [f"sandbox {kind} ({what}): a cell ran in {result.duration_s * 1000:.1f} ms"]
 
@@ -68,10 +82,12 @@ class SandboxSession:
                 )
 
     def close(self) -> None:
-        """Release the sandbox and the grader's judge process (idempotent)."""
+        """Release the sandboxes and the grader's judge process (idempotent)."""
         if self._grader is not None:
             self._grader.close()
             self._grader = None
-        if self._sandbox is not None:
-            self._sandbox.close()
-            self._sandbox = None
+        for name in ("_sandbox", "_grading_sandbox"):
+            sandbox = getattr(self, name)
+            if sandbox is not None:
+                sandbox.close()
+                setattr(self, name, None)

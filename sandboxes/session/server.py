@@ -13,7 +13,6 @@ import ctypes
 import json
 import os
 import select
-import shutil
 import signal
 import sys
 import time
@@ -33,6 +32,7 @@ from sandboxes.session.process_tree import (
     write_frame,
 )
 from sandboxes.session.service import Service
+from sandboxes.session.wipe import wipe
 from sandboxes.session.worker import Worker
 
 Reply = dict[str, Any]
@@ -219,18 +219,13 @@ class Supervisor:
         return {}
 
     def op_reset(self, req: dict[str, Any]) -> Reply:
-        """Kill the worker and the services, wipe the writable dirs and start a fresh worker."""
+        """Kill every process, erase what they left (``wipe``: every writable place) and start a fresh worker."""
         self.worker.kill()
         for service in self.services.values():
             service.kill()
         self.services.clear()
-        for root in self.cfg["wipe_dirs"]:
-            for name in os.listdir(root):
-                path = os.path.join(root, name)
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
+        kill_descendants()  # nothing still running may write after the wipe
+        wipe(self.cfg)
         self.worker = Worker(self.cfg)
         return {}
 

@@ -35,6 +35,7 @@ def test_shipped_server_is_standalone_stdlib() -> None:
         "select",
         "shutil",
         "signal",
+        "stat",
         "struct",
         "sys",
         "time",

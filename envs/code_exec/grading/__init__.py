@@ -9,10 +9,12 @@
   by the running test's deadline, and collects verdicts and hack flags (``GradeResult``).
 
 Public API: ``Grader`` / ``GraderConfig`` (``grade(sandbox, task, solution) -> GradeResult``), ``grade``
-(one-off), ``GradeResult``, ``TestVerdict``, ``HackFlag``, ``build_program``, ``scan_source``.
+(one-off), ``GradeResult``, ``TestVerdict``, ``HackFlag``, ``build_program``, ``scan_source``, ``UnsafeSandboxError``
+(a sandbox that shows the solution the host's files is refused: ``isolation``).
 """
 
 from envs.code_exec.grading.grader import GradableTask, Grader, GraderConfig, build_program, grade
+from envs.code_exec.grading.isolation import UnsafeSandboxError, require_isolation
 from envs.code_exec.grading.result import GradeResult, GradingError, HackFlag, TestVerdict
 from envs.code_exec.grading.scan import scan_source
 
@@ -24,7 +26,9 @@ __all__ = [
     "GradingError",
     "HackFlag",
     "TestVerdict",
+    "UnsafeSandboxError",
     "build_program",
     "grade",
+    "require_isolation",
     "scan_source",
 ]

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from envs.code_exec.grading.isolation import require_isolation
 from envs.code_exec.grading.judge_process import JudgeLost, JudgeProcess, JudgeTimeout
 from envs.code_exec.grading.result import GradeResult, GradingError, HackFlag, TestVerdict
 from envs.code_exec.grading.scan import scan_source
@@ -75,7 +76,11 @@ class Grader:
         self._judge = JudgeProcess(self.config.judge_python, self.config.judge_uid, self.config.judge_memory_bytes)
 
     def grade(self, sandbox: Any, task: GradableTask, solution: str) -> GradeResult:
-        """Per-test verdicts and hack flags for ``solution`` against ``task.tests`` (run in ``sandbox``)."""
+        """Per-test verdicts and hack flags for ``solution`` against ``task.tests`` (run in ``sandbox``).
+
+        Raises ``UnsafeSandboxError`` when ``sandbox`` cannot hide the host from the solution.
+        """
+        require_isolation(sandbox)
         return _GradingRun(self.config, sandbox, task, solution).execute(self._judge)
 
     def close(self) -> None:
