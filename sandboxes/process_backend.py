@@ -79,6 +79,18 @@ class ProcessSandbox(Sandbox):
         self._uid_lease = UidLease(self.config.private_uid_first, self.config.private_uid_count)
         return self._uid_lease.uid
 
+    def host_isolation_problem(self) -> str | None:
+        """Not started as root, the session runs as the host user's uid: its code can open the host processes'
+        pipes through /proc and use the user's files, whatever namespaces it got (or failed to get)."""
+        if self._drop_to is not None:
+            return None
+        return (
+            f"its code runs as the host's uid {os.getuid()} (the trainer was not started as root), so it can open "
+            "the trainer's pipes through /proc/<pid>/fd and read or write the trainer's files; use the Docker backend "
+            "(sandbox: {kind: docker}), or start the trainer as root so that each process sandbox drops to a "
+            "private uid"
+        )
+
     @property
     def workdir(self) -> str:
         """The host path of this sandbox's work dir."""

@@ -115,7 +115,7 @@ def test_codec_round_trips_exact_types(value: Any) -> None:
         '{"$": "int", "v": "12"}',
         '{"$": "eval", "v": "1"}',
         '{"a": 1}',
-        "[" * 200 + "]" * 200,
+        "[" * 300 + "]" * 300,  # deeper than the encoder ever sends (MAX_DEPTH)
     ],
 )
 def test_decoder_is_strict(text: str) -> None:
@@ -123,15 +123,18 @@ def test_decoder_is_strict(text: str) -> None:
         Decoder(lambda ref: None).decode(loads(text))
 
 
-def test_a_too_large_value_is_not_taken_for_tampering_and_forged_flag_lines_are_ignored() -> None:
+def test_a_too_large_value_is_not_taken_for_tampering_and_malformed_flag_lines_are_tampering() -> None:
     from envs.code_exec.grading.monitor import FLAG_PREFIX
     from envs.code_exec.grading.solution_process import parse_flag_lines
     from envs.code_exec.grading.wire import MAX_NODES, WireSizeError
 
     with pytest.raises(WireSizeError):
         Decoder(lambda ref: None).decode([0] * MAX_NODES)
-    lines = [FLAG_PREFIX + '["introspection", "gc.get_objects"]', FLAG_PREFIX + "5", FLAG_PREFIX + '["bogus", 1]', "x"]
-    assert [str(f) for f in parse_flag_lines("\n".join(lines))] == ["introspection: gc.get_objects"]
+    bad = ["5", '["bogus", 1]', "[" * 100_000 + "]" * 100_000, "{", '["a", "b", "c"]']
+    lines = [FLAG_PREFIX + '["introspection", "gc.get_objects"]', *(FLAG_PREFIX + b for b in bad), "x"]
+    flags = parse_flag_lines("\n".join(lines))
+    assert str(flags[0]) == "introspection: gc.get_objects" and flags[0].source == "runtime"
+    assert [(f.kind, f.source) for f in flags[1:]] == [("channel_tampering", "host")] * len(bad)
 
 
 def test_exceptions_cross_as_their_nearest_builtin_type() -> None:
