@@ -132,6 +132,7 @@ class Judge:
     def __init__(self, reader: FrameReader, out_fd: int, job: dict[str, Any], inbox: Sealer, outbox: Sealer) -> None:
         self.reader, self.out_fd, self.job = reader, out_fd, job
         self.inbox, self.outbox = inbox, outbox
+        self.tampered: str | None = None  # why the host's stream stopped being trustworthy (test code cannot clear it)
         self.seq, self.gen = 0, 0
         self.remotes: dict[tuple[int, int], Remote] = {}
         self.encoder = Encoder(self._unsendable)
@@ -173,9 +174,15 @@ class Judge:
         self.seq += 1
         self.send({"op": "rpc", "seq": self.seq, "request": request})
         while True:  # an answer to a request the alarm already gave up on is dropped
-            answer = self.reader.read_message(self.inbox, JOB)
-            if type(answer) is not dict:
-                raise ChannelTampered("an answer that is not an object")
+            try:
+                if self.tampered is not None:
+                    raise ChannelTampered(self.tampered)
+                answer = self.reader.read_message(self.inbox, JOB)
+                if type(answer) is not dict:
+                    raise ChannelTampered("an answer that is not an object")
+            except ChannelTampered as exc:  # recorded here: the test code may catch what it raises
+                self.tampered = str(exc)
+                raise SolutionError(f"the channel to the solution was tampered with ({exc})") from None
             if answer.get("seq") == self.seq:
                 break
         self.gen = answer.get("gen", self.gen)
@@ -232,7 +239,10 @@ class Judge:
         namespace[entry] = Remote(self, {"name": entry}, f"function {entry}")
         for index, test in enumerate(self.job["tests"]):
             self.send({"op": "test", "index": index})
-            self.send({"op": "verdict", "index": index, "error": self.run_test(test, index, namespace)})
+            error = self.run_test(test, index, namespace)
+            if self.tampered is not None:
+                raise ChannelTampered(self.tampered)
+            self.send({"op": "verdict", "index": index, "error": error})
         self.send({"op": "done"})
 
     def run_test(self, test: str, index: int, namespace: dict[str, Any]) -> str | None:
