@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -145,10 +146,16 @@ def kinds(result: GradeResult) -> set[tuple[str, str]]:
     return {(flag.kind, flag.source) for flag in result.flags}
 
 
-def test_every_root_cause_this_branch_owns_has_an_attack_and_the_landed_outcome_is_stated() -> None:
+def test_every_root_cause_this_branch_owns_has_an_attack_and_the_docs_name_the_tests_that_show_it() -> None:
     assert {attack.cause for attack in ATTACKS} >= {2, 4, 5, 8}
     assert all(attack.on_landed for attack in ATTACKS)
     assert not {a.name for a in ATTACKS} & {e.name for e in EXPLOITS}
+    text = (ROOT / "docs" / "sandbox-security.md").read_text(encoding="utf-8")
+    table = text[text.index("### Round 2") :].split("\n\n")[2]
+    for attack in ATTACKS:
+        assert f"| `{attack.name}` ({attack.cause}) |" in table, attack.name
+    named = set(re.findall(r"`(test_\w+)`", table))
+    assert named and named <= {name for name in globals() if name.startswith("test_")}, named - set(globals())
 
 
 # ---- 2: forged verdict frames in the trainer's pipes ------------------------------------------------------------
