@@ -194,8 +194,8 @@ class _GradingRun:
             judge.kill_child()
             if self.current is not None and self.current not in self.verdicts:
                 self._verdict(self.current, "the test ran past its time limit (the judge was stopped)", True)
-        except JudgeLost:
-            pass
+        except JudgeLost as exc:  # the zygote died mid-job (it ends a job only with an `exit` frame after `done`)
+            self.flags.append(HackFlag(kind="grading_error", detail=f"the judge was lost: {exc}"[:200], source="host"))
         except JudgeTampered as exc:
             judge.kill_child()
             judge.close()  # its stream cannot be trusted any more: the next grading starts a fresh judge
@@ -224,6 +224,9 @@ class _GradingRun:
             self.flags.append(HackFlag(kind=message["kind"], detail=str(message["detail"]), source="host"))
         elif op == "done" and len(self.verdicts) != len(self.task.tests):
             raise JudgeTampered(f"done after {len(self.verdicts)} of {len(self.task.tests)} verdicts")
+        elif op in ("crash", "exit"):  # the job's child ended before `done`: grading did not complete
+            detail = f"the judge's child ended before its verdicts: {message.get('error', message.get('status'))}"
+            self.flags.append(HackFlag(kind="grading_error", detail=detail[:200], source="host"))
         elif op == "prefix_error":
             raise GradingSetupError(
                 f"the task's code_prefix fails in the judge ({message.get('error')}): it must run with the judge's "
