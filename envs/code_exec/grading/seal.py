@@ -34,7 +34,7 @@ class Sealer:
         self.key, self.label, self.count = key, label, 0
 
     def _mac(self, body: bytes) -> bytes:
-        return hmac.new(self.key, self.label + self.count.to_bytes(8, "big") + body, hashlib.sha256).digest()
+        return hmac.digest(self.key, self.label + self.count.to_bytes(8, "big") + body, "sha256")
 
     def seal(self, scope: bytes, body: bytes) -> bytes:
         """``scope + mac + body`` for the next frame."""
