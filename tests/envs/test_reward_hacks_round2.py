@@ -216,6 +216,34 @@ def test_a_crash_in_grading_is_a_flagged_zero_with_its_reason(grader: Grader, ea
     assert "SandboxClosedError" in result.flags[0].detail
 
 
+def test_a_judge_killed_mid_job_is_a_flagged_zero_not_a_silently_missing_verdict(easy: CodingTask) -> None:
+    import signal
+    import threading
+
+    if os.geteuid() != 0:
+        pytest.skip("a non-root trainer is refused grading on the process backend")
+    slow = "import time\ndef add_three(x):\n    time.sleep(0.5)\n    return x + 3\n"
+    with make_sandbox({"backend": "process"}) as box, Grader(GraderConfig(per_test_timeout_s=3.0)) as grading:
+        judge = grading._judge
+        done = threading.Event()
+
+        def kill_the_job_child() -> None:  # a real fault: the child dies while the first test waits on the solution
+            while judge._child is None and not done.wait(0.01):
+                pass
+            if not done.wait(0.2) and judge._child is not None:
+                os.kill(judge._child, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_the_job_child)
+        killer.start()
+        try:
+            result = grading.grade(box, easy, slow)
+        finally:
+            done.set()
+            killer.join()
+    assert result.fraction == 0.0 and ("grading_error", "host") in kinds(result), result.flags
+    assert any("ended before its verdicts" in flag.detail for flag in result.flags)
+
+
 # ---- 5: what is trusted: detection from outside the solution's interpreter --------------------------------------
 def test_the_blinded_monitor_hid_everything_on_the_landed_grader(easy: CodingTask, landed: str, tmp_path: Path) -> None:
     for name in ("monitor_blinding", "proc_double_slash"):
