@@ -15,7 +15,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from sandboxes.channel import FrameChannel, SessionLostError
-from sandboxes.errors import SandboxClosedError, SandboxCrashedError, SandboxError, SandboxFileError, SandboxInputError
+from sandboxes.errors import (
+    SandboxClosedError,
+    SandboxCrashedError,
+    SandboxError,
+    SandboxFileError,
+    SandboxInputError,
+    SandboxIsolationError,
+)
 from sandboxes.result import ExecResult
 
 if TYPE_CHECKING:
@@ -50,6 +57,22 @@ class Sandbox(ABC):
         self._lock = threading.RLock()
 
     # ---- public contract -------------------------------------------------------------------
+    def host_isolation_problem(self) -> str | None:
+        """Why code in this sandbox could act as the host's user (open the host processes' pipes through
+        ``/proc/<pid>/fd``, read or write the host user's files, signal its processes), or None when it cannot.
+
+        Backends whose code can run under the host's uid override this; a caller that must not be reachable
+        from the sandbox (a grader) calls ``require_host_isolation`` first.
+        """
+        return self.isolation_error
+
+    def require_host_isolation(self, purpose: str) -> None:
+        """Raise SandboxIsolationError, naming the problem and the fix, unless the sandbox is isolated from the host's
+        user; ``purpose`` says what needs it (e.g. "grading")."""
+        problem = self.host_isolation_problem()
+        if problem is not None:
+            raise SandboxIsolationError(f"{self!r} cannot be used for {purpose}: {problem}")
+
     def run_python(self, code: str, timeout_s: float) -> ExecResult:
         """Run a cell in the stateful session (variables, imports, files persist until reset())."""
         request = {"op": "run", "code": check_code(code), "timeout_s": check_timeout(timeout_s)}

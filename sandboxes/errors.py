@@ -45,3 +45,7 @@ class SandboxPoolError(SandboxError, RuntimeError):
 
 class SandboxFileError(SandboxError, OSError):
     """Writing or reading a file inside the sandbox failed (missing file, read-only path, too large)."""
+
+
+class SandboxIsolationError(SandboxError, RuntimeError):
+    """The sandbox cannot keep its code from acting as the host's user, and the caller needs it to."""

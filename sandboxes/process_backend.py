@@ -86,6 +86,29 @@ class ProcessSandbox(Sandbox):
         self._uid_lease = UidLease(self.config.private_uid_first, self.config.private_uid_count)
         return self._uid_lease.uid
 
+    def host_isolation_problem(self) -> str | None:
+        """Why the session's code could see the host's files or act as its user, with the fix; None when it cannot.
+
+        Two reasons: the minimal root is missing (the kernel refused its namespaces, or ``private_root`` is off),
+        or the trainer was not started as root, so the session runs under the host's uid and can open the host
+        processes' pipes through /proc and use the user's files, whatever namespaces it got."""
+        if self.isolation_error:
+            return (
+                f"{self.isolation_error}. Fix: use the Docker backend (sandbox kind: docker); or let the process "
+                "backend make its namespaces: inside a container run it with --security-opt seccomp=unconfined "
+                "--security-opt apparmor=unconfined (a root trainer also needs --cap-add SYS_ADMIN), on a host allow "
+                "user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); and keep "
+                "ProcessSandboxConfig.private_root on"
+            )
+        if self._drop_to is not None:
+            return None
+        return (
+            f"its code runs as the host's uid {os.getuid()} (the trainer was not started as root), so it can open "
+            "the trainer's pipes through /proc/<pid>/fd and read or write the trainer's files. Fix: use the Docker "
+            "backend (sandbox: {kind: docker}), or start the trainer as root so that each process sandbox drops to a "
+            "private uid"
+        )
+
     @property
     def workdir(self) -> str:
         """The host path of this sandbox's work dir."""

@@ -115,7 +115,7 @@ def test_codec_round_trips_exact_types(value: Any) -> None:
         '{"$": "int", "v": "12"}',
         '{"$": "eval", "v": "1"}',
         '{"a": 1}',
-        "[" * 200 + "]" * 200,
+        "[" * 300 + "]" * 300,  # deeper than the encoder ever sends (MAX_DEPTH)
     ],
 )
 def test_decoder_is_strict(text: str) -> None:
@@ -123,15 +123,18 @@ def test_decoder_is_strict(text: str) -> None:
         Decoder(lambda ref: None).decode(loads(text))
 
 
-def test_a_too_large_value_is_not_taken_for_tampering_and_forged_flag_lines_are_ignored() -> None:
+def test_a_too_large_value_is_not_taken_for_tampering_and_malformed_flag_lines_are_tampering() -> None:
     from envs.code_exec.grading.monitor import FLAG_PREFIX
     from envs.code_exec.grading.solution_process import parse_flag_lines
     from envs.code_exec.grading.wire import MAX_NODES, WireSizeError
 
     with pytest.raises(WireSizeError):
         Decoder(lambda ref: None).decode([0] * MAX_NODES)
-    lines = [FLAG_PREFIX + '["introspection", "gc.get_objects"]', FLAG_PREFIX + "5", FLAG_PREFIX + '["bogus", 1]', "x"]
-    assert [str(f) for f in parse_flag_lines("\n".join(lines))] == ["introspection: gc.get_objects"]
+    bad = ["5", '["bogus", 1]', "[" * 100_000 + "]" * 100_000, "{", '["a", "b", "c"]']
+    lines = [FLAG_PREFIX + '["introspection", "gc.get_objects"]', *(FLAG_PREFIX + b for b in bad), "x"]
+    flags = parse_flag_lines("\n".join(lines))
+    assert str(flags[0]) == "introspection: gc.get_objects" and flags[0].source == "runtime"
+    assert [(f.kind, f.source) for f in flags[1:]] == [("channel_tampering", "host")] * len(bad)
 
 
 def test_exceptions_cross_as_their_nearest_builtin_type() -> None:
@@ -243,3 +246,41 @@ def test_a_judge_that_cannot_read_its_stdlib_after_dropping_root_is_a_clear_erro
     with Grader(GraderConfig(judge_python=str(Path(sys.executable).resolve()))) as grader:
         with pytest.raises(GradingError, match="judge_python"):
             run(grader, sandbox, "def f():\n    return 1\n", "f", "assert f() == 1")
+
+
+def test_sealed_frames_fail_when_forged_replayed_reordered_or_keyed_otherwise() -> None:
+    from envs.code_exec.grading.seal import JOB, ChannelTampered, Sealer, job_key
+
+    key = bytes(range(32))
+    sender, receiver = Sealer(key, b"job>host"), Sealer(key, b"job>host")
+    first, second = sender.seal(JOB, b'{"op":"test"}'), sender.seal(JOB, b'{"op":"verdict"}')
+    forged = [
+        second,  # out of order
+        JOB + bytes(32) + b'{"op":"done"}',  # no key
+        Sealer(job_key(key, b"other job"), b"job>host").seal(JOB, b'{"op":"test"}'),  # another job's key
+        Sealer(key, b"host>job").seal(JOB, b'{"op":"test"}'),  # the other direction
+        first[:-1] + b"!",  # altered body
+    ]
+    for frame in forged:
+        with pytest.raises(ChannelTampered):
+            receiver.open(frame)
+    assert receiver.open(first) == b'{"op":"test"}'
+    with pytest.raises(ChannelTampered):
+        receiver.open(first)  # replayed
+    assert receiver.open(second) == b'{"op":"verdict"}'
+
+
+def test_the_judges_key_is_not_in_its_argv_or_environment(grader: Grader, sandbox: Any) -> None:
+    import os
+
+    assert run(grader, sandbox, "def f():\n    return 1\n", "f", "assert f() == 1").passed == [True]
+    judge = grader._judge
+    assert judge._proc is not None and len(judge._key) == 32
+    seen = b""
+    for name in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{judge._proc.pid}/{name}", "rb") as fh:
+                seen += fh.read()
+        except PermissionError:  # not root: the non-dumpable judge's environ is root's to read
+            assert os.geteuid() != 0
+    assert seen and judge._key not in seen and judge._key.hex().encode() not in seen

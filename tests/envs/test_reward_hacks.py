@@ -42,11 +42,22 @@ def grader() -> Iterator[Grader]:
         yield grading
 
 
-def test_at_least_ten_classes_and_the_docs_list_each_with_its_outcome() -> None:
+DETECTION = {"outside": "outside", "in-process": "in-process (advisory)", "": "none"}
+
+
+def test_at_least_ten_classes_and_the_docs_list_each_with_its_outcome_and_where_it_is_enforced() -> None:
     text = DOC.read_text(encoding="utf-8")
-    documented = dict(re.findall(r"^\| `(\w+)` \|[^|]*\| ((?:blocked|detected)[^|]*?) \|$", text, re.MULTILINE))
+    rows = re.findall(
+        r"^\| `(\w+)` \|[^|]*\| ((?:blocked|detected)[^|]*?) \| ([^|]*?) \| ([^|]*?) \|$", text, re.MULTILINE
+    )
+    documented = {name: (outcome, blocked, detection) for name, outcome, blocked, detection in rows}
     expected = {
-        e.name: e.outcome + (": " + ", ".join(f"`{kind}`" for kind in e.flags) if e.flags else "") for e in EXPLOITS
+        e.name: (
+            e.outcome + (": " + ", ".join(f"`{kind}`" for kind in e.flags) if e.flags else ""),
+            e.blocked_by,
+            DETECTION[e.detection],
+        )
+        for e in EXPLOITS
     }
     assert len(EXPLOITS) >= 10 and documented == expected
 
@@ -61,7 +72,9 @@ def test_exploit_scores_zero_and_is_flagged_as_documented(
         assert result.fraction == 0.0, (task_id, result.errors)  # blocked, whatever was flagged
         kinds = {flag.kind for flag in result.flags}
         assert set(exploit.flags) <= kinds, (task_id, result.flags)  # detected
-        assert ("detected" in exploit.outcome) == bool(exploit.flags)
+        assert ("detected" in exploit.outcome) == bool(exploit.flags) == bool(exploit.detection)
+        outside = any(flag.outside for flag in result.flags if flag.kind in exploit.flags)
+        assert outside == (exploit.detection == "outside"), (task_id, result.flags)  # where the docs say
 
 
 def _legacy_grade() -> Any:

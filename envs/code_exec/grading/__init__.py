@@ -15,7 +15,7 @@ Public API: ``Grader`` / ``GraderConfig`` (``grade(sandbox, task, solution) -> G
 
 from envs.code_exec.grading.grader import GradableTask, Grader, GraderConfig, build_program, grade
 from envs.code_exec.grading.isolation import UnsafeSandboxError, require_isolation
-from envs.code_exec.grading.result import GradeResult, GradingError, HackFlag, TestVerdict
+from envs.code_exec.grading.result import GradeResult, GradingError, GradingSetupError, HackFlag, TestVerdict
 from envs.code_exec.grading.scan import scan_source
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "Grader",
     "GraderConfig",
     "GradingError",
+    "GradingSetupError",
     "HackFlag",
     "TestVerdict",
     "UnsafeSandboxError",

@@ -3,22 +3,35 @@
 ``Grader.grade(sandbox, task, solution)`` loads ``task.code_prefix + solution`` in a fresh sandbox
 process, starts a judge job with the task's prefix and hidden tests, and relays the judge's requests to
 the solution (each bounded by the running test's deadline) until every test has a verdict.
+
+A grading whose channels carried anything the honest parties never send (a forged judge frame, a malformed
+flag line) is void: every verdict fails and a ``channel_tampering`` flag says why. A grading that crashed
+for any other reason than the task's own set-up is a scored 0 with a ``grading_error`` flag, never a
+dropped episode.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from envs.code_exec.grading.isolation import require_isolation
-from envs.code_exec.grading.judge_process import JudgeLost, JudgeProcess, JudgeTimeout
-from envs.code_exec.grading.result import GradeResult, GradingError, HackFlag, TestVerdict
+from envs.code_exec.grading.judge_process import JudgeLost, JudgeProcess, JudgeTampered, JudgeTimeout
+from envs.code_exec.grading.result import (
+    VOIDING_KINDS,
+    GradeResult,
+    GradingSetupError,
+    HackFlag,
+    TestVerdict,
+)
 from envs.code_exec.grading.scan import scan_source
 from envs.code_exec.grading.solution_process import SolutionProcess
 
 MiB = 1024 * 1024
+log = logging.getLogger(__name__)
 
 
 class GradableTask(Protocol):
@@ -53,6 +66,12 @@ class GraderConfig(BaseModel):
         65533, ge=1, description="Unprivileged uid the judge drops to when started as root (not the sandbox's)."
     )
     judge_memory_bytes: int = Field(2048 * MiB, ge=256 * MiB, description="Address-space limit of the judge.")
+    require_host_isolation: bool = Field(
+        True,
+        description="Refuse to grade in a sandbox whose code can act as the trainer's uid (a process sandbox of a "
+        "trainer not started as root): it could write verdicts into the trainer's pipes, read the judge's inputs "
+        "and the trainer's files. False only for trusted solutions (development on a machine without Docker).",
+    )
 
     @property
     def load_s(self) -> float:
@@ -78,10 +97,25 @@ class Grader:
     def grade(self, sandbox: Any, task: GradableTask, solution: str) -> GradeResult:
         """Per-test verdicts and hack flags for ``solution`` against ``task.tests`` (run in ``sandbox``).
 
-        Raises ``UnsafeSandboxError`` when ``sandbox`` cannot hide the host from the solution.
+        Raises only for what no solution can cause and a person must fix (UnsafeSandboxError, a task prefix
+        that fails in the judge, a judge that cannot start); any other failure is a flagged, scored 0.
         """
-        require_isolation(sandbox)
-        return _GradingRun(self.config, sandbox, task, solution).execute(self._judge)
+        if self.config.require_host_isolation:
+            require_isolation(sandbox)
+        start = time.monotonic()
+        try:
+            return _GradingRun(self.config, sandbox, task, solution).execute(self._judge)
+        except GradingSetupError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the episode is scored (0, flagged), not dropped
+            log.warning("grading failed, scored 0 and flagged: %s: %s", type(exc).__name__, exc, exc_info=True)
+            self._judge.close()  # its stream may be mid-job: the next grading starts a fresh one
+            reason = f"{type(exc).__name__}: {exc}"[:300]
+            flag = HackFlag(kind="grading_error", detail=reason, source="host")
+            verdicts = [
+                TestVerdict(index=i, passed=False, error=f"grading failed: {reason}") for i in range(len(task.tests))
+            ]
+            return GradeResult(verdicts=verdicts, flags=[flag], duration_s=time.monotonic() - start)
 
     def close(self) -> None:
         """Stop the judge process (idempotent; a later ``grade`` starts a new one)."""
@@ -132,6 +166,9 @@ class _GradingRun:
             self.verdicts.get(i, TestVerdict(index=i, passed=False, error=missing)) for i in range(len(self.task.tests))
         ]
         unique = list({(f.kind, f.detail): f for f in self.flags}.values())
+        void = next((f for f in unique if f.kind in VOIDING_KINDS), None)
+        if void is not None:  # no verdict of this grading can be trusted
+            verdicts = [TestVerdict(index=v.index, passed=False, error=f"void: {void}"[:300]) for v in verdicts]
         return GradeResult(verdicts=verdicts, flags=unique, duration_s=time.monotonic() - start)
 
     @property
@@ -158,13 +195,22 @@ class _GradingRun:
             judge.kill_child()
             if self.current is not None and self.current not in self.verdicts:
                 self._verdict(self.current, "the test ran past its time limit (the judge was stopped)", True)
-        except JudgeLost:
-            pass
+        except JudgeLost as exc:  # the zygote died mid-job (it ends a job only with an `exit` frame after `done`)
+            self.flags.append(HackFlag(kind="grading_error", detail=f"the judge was lost: {exc}"[:200], source="host"))
+        except JudgeTampered as exc:
+            judge.kill_child()
+            judge.close()  # its stream cannot be trusted any more: the next grading starts a fresh judge
+            self._tamper(f"judge channel: {exc}")
+
+    def _tamper(self, detail: str) -> None:
+        self.flags.append(HackFlag(kind="channel_tampering", detail=detail[:200], source="host"))
 
     def _relay(self, judge: JudgeProcess, message: dict[str, Any]) -> bool:
         """Act on one message of the judge; False when the job is over."""
         op = message.get("op")
         if op == "test":
+            if message.get("index") != len(self.verdicts) or self.current not in (None, len(self.verdicts) - 1):
+                raise JudgeTampered(f"test {message.get('index')!r} out of order")
             self.current = int(message["index"])
             self.solution.begin_test()
         elif op == "rpc":
@@ -172,11 +218,18 @@ class _GradingRun:
             judge.send({"seq": message["seq"], "gen": self.solution.gen, **reply})
         elif op == "verdict":
             error = message.get("error")
+            if message.get("index") != self.current or self.current in self.verdicts:
+                raise JudgeTampered(f"a verdict for test {message.get('index')!r} while test {self.current} runs")
             self._verdict(int(message["index"]), error, bool(error) and error.startswith("TimeoutError"))
         elif op == "flag":
             self.flags.append(HackFlag(kind=message["kind"], detail=str(message["detail"]), source="host"))
+        elif op == "done" and len(self.verdicts) != len(self.task.tests):
+            raise JudgeTampered(f"done after {len(self.verdicts)} of {len(self.task.tests)} verdicts")
+        elif op in ("crash", "exit"):  # the job's child ended before `done`: grading did not complete
+            detail = f"the judge's child ended before its verdicts: {message.get('error', message.get('status'))}"
+            self.flags.append(HackFlag(kind="grading_error", detail=detail[:200], source="host"))
         elif op == "prefix_error":
-            raise GradingError(
+            raise GradingSetupError(
                 f"the task's code_prefix fails in the judge ({message.get('error')}): it must run with the judge's "
                 "python (stdlib only), like the tests"
             )

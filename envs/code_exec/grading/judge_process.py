@@ -1,23 +1,27 @@
 """The host's handle on the judge: a long-lived zygote process, one forked child per grading job.
 
-Frames are length-prefixed JSON over the zygote's stdin/stdout; every wait has a deadline, and a child
-that overruns is killed (the zygote then reports its exit, so the stream stays in step). A zygote that
-died is restarted on the next job.
+Frames are length-prefixed, authenticated JSON over the zygote's stdin/stdout (seal.py: a key per zygote,
+handed over a socket pair, one derived per job); every wait has a deadline, and a child that overruns is
+killed (the zygote then reports its exit, so the stream stays in step). A zygote that died, or whose
+stream carried a frame that is not genuine, is restarted on the next job.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import time
-from typing import Any
+from typing import Any, NoReturn
 
-from envs.code_exec.grading.result import GradingError
+from envs.code_exec.grading.result import GradingError, GradingSetupError
+from envs.code_exec.grading.seal import JOB, KEY_BYTES, ZYGOTE, ChannelTampered, Sealer, job_key
 from envs.code_exec.grading.sources import judge_source
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -32,6 +36,11 @@ class JudgeTimeout(GradingError):
     """The judge did not send its next message in time."""
 
 
+class JudgeTampered(GradingError):
+    """A frame on the judge's channel was not genuine (forged, replayed, out of order, oversized): the zygote is
+    stopped, since its stream can no longer be trusted, and the grading is void."""
+
+
 class JudgeProcess:
     """Starts the zygote on first use; ``run_job`` hands it a job, then ``send``/``receive`` talk to the child."""
 
@@ -41,22 +50,38 @@ class JudgeProcess:
         self._buf = bytearray()
         self._child: int | None = None
         self._open = False
+        self._key = b""
+        self._zygote_in = self._zygote_out = self._job_in = self._job_out = Sealer(b"", b"")
 
     def _start(self) -> subprocess.Popen[bytes]:
         python = shutil.which(self.python, path=SAFE_PATH) or shutil.which(self.python)
         if python is None:
-            raise GradingError(f"judge interpreter {self.python!r} not found on {SAFE_PATH}: set grading judge_python")
-        config = json.dumps({"uid": self.uid, "memory_bytes": self.memory_bytes})
-        # -I -S: no environment variables, user site or site-packages reach the judge; stdlib only.
-        return subprocess.Popen(
-            [python, "-I", "-S", "-c", judge_source(), config],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd="/",
-            env={"PATH": SAFE_PATH, "LANG": "C.UTF-8"},
-            start_new_session=True,
-        )
+            raise GradingSetupError(
+                f"judge interpreter {self.python!r} not found on {SAFE_PATH}: set grading judge_python"
+            )
+        # The key never appears in argv, the environment or a pipe (all reachable through /proc by a process of
+        # our uid): it crosses a socket pair whose ends are closed here once it is written.
+        self._key = secrets.token_bytes(KEY_BYTES)
+        self._zygote_in, self._zygote_out = Sealer(self._key, b"zygote>host"), Sealer(self._key, b"host>zygote")
+        ours, theirs = socket.socketpair()
+        try:
+            config = json.dumps({"uid": self.uid, "memory_bytes": self.memory_bytes, "key_fd": theirs.fileno()})
+            # -I -S: no environment variables, user site or site-packages reach the judge; stdlib only.
+            proc = subprocess.Popen(
+                [python, "-I", "-S", "-c", judge_source(), config],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                env={"PATH": SAFE_PATH, "LANG": "C.UTF-8"},
+                start_new_session=True,
+                pass_fds=(theirs.fileno(),),
+            )
+            ours.sendall(self._key)
+        finally:
+            ours.close()
+            theirs.close()
+        return proc
 
     def start_job(self, job: dict[str, Any]) -> None:
         """Hand the zygote one job (restarting it if it died); the child's messages follow."""
@@ -65,26 +90,31 @@ class JudgeProcess:
             self._proc, self._buf = self._start(), bytearray()
             self._await_ready()
         self._child, self._open = None, True
-        self.send({"op": "job", **job})
+        nonce = secrets.token_bytes(16)
+        secret = job_key(self._key, nonce)
+        self._job_in, self._job_out = Sealer(secret, b"job>host"), Sealer(secret, b"host>job")
+        self._write(self._zygote_out.seal(ZYGOTE, json.dumps({"op": "job", "nonce": nonce.hex(), **job}).encode()))
 
     def _await_ready(self) -> None:
         try:
             first = self.receive(time.monotonic() + 30.0)
         except GradingError as exc:
             self.close()
-            raise GradingError(f"the judge process ({self.python}) did not start: {exc}") from exc
+            raise GradingSetupError(f"the judge process ({self.python}) did not start: {exc}") from exc
         if first.get("op") != "ready":
             self.close()
-            raise GradingError(
+            raise GradingSetupError(
                 f"the judge ({first.get('python')}) cannot harden itself: {first.get('error')}; set GraderConfig."
                 "judge_python to an interpreter whose standard library the judge's uid can read (e.g. "
                 "/usr/bin/python3), or run the trainer as a user other than root"
             )
 
     def send(self, message: dict[str, Any]) -> None:
-        """One frame to the zygote's stdin (the current child reads it)."""
+        """One frame of the job to the zygote's stdin (the current child reads it)."""
+        self._write(self._job_out.seal(JOB, json.dumps(message).encode("utf-8")))
+
+    def _write(self, data: bytes) -> None:
         assert self._proc is not None and self._proc.stdin is not None
-        data = json.dumps(message).encode("utf-8")
         try:
             self._proc.stdin.write(struct.pack(">I", len(data)) + data)
             self._proc.stdin.flush()
@@ -99,11 +129,11 @@ class JudgeProcess:
             if len(self._buf) >= 4:
                 (size,) = struct.unpack(">I", self._buf[:4])
                 if size > MAX_FRAME_BYTES:
-                    raise JudgeLost(f"the judge sent a {size}-byte frame")
+                    self._tampered(f"a {size}-byte frame on the judge's channel")
                 if len(self._buf) >= 4 + size:
-                    message = json.loads(bytes(self._buf[4 : 4 + size]).decode("utf-8"))
+                    frame = bytes(self._buf[4 : 4 + size])
                     del self._buf[: 4 + size]
-                    return self._note(message)
+                    return self._note(self._open_frame(frame))
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
                 raise JudgeTimeout("the judge did not answer in time")
@@ -113,11 +143,31 @@ class JudgeProcess:
                 raise JudgeLost("the judge process exited")
             self._buf += chunk
 
+    def _open_frame(self, frame: bytes) -> dict[str, Any]:
+        """The message of a genuine frame; anything else stops the zygote and raises JudgeTampered."""
+        sealer = {ZYGOTE: self._zygote_in, JOB: self._job_in}.get(frame[:1])
+        try:
+            if sealer is None:
+                raise ChannelTampered(f"a frame of unknown scope {frame[:1]!r}")
+            message = json.loads(sealer.open(frame).decode("utf-8"))
+        except (ChannelTampered, ValueError) as exc:  # a frame that verified is the judge's JSON: never ValueError
+            self._tampered(str(exc))
+        if type(message) is not dict:
+            self._tampered("a judge message that is not an object")
+        return message
+
+    def _tampered(self, detail: str) -> NoReturn:
+        self.kill_child()
+        self.close()
+        raise JudgeTampered(detail)
+
     def _note(self, message: dict[str, Any]) -> dict[str, Any]:
         if message.get("op") == "hello":
             self._child = message.get("pid")
         if message.get("op") == "exit":
             self._open = False
+        if message.get("op") == "tamper":  # the judge saw a frame from us that was not genuine
+            self._tampered(f"the judge received a frame that is not genuine ({message.get('error')})")
         return message
 
     def finish_job(self, *, abort: bool = False, timeout_s: float = 5.0) -> None:
@@ -132,7 +182,7 @@ class JudgeProcess:
             except JudgeTimeout:
                 self.close()  # a zygote that cannot report its child's end is restarted next time
                 return
-            except JudgeLost:
+            except (JudgeLost, JudgeTampered):
                 return
 
     def kill_child(self) -> None:

@@ -64,6 +64,10 @@ def _is_solution_code(frame: Any) -> bool:
     return name.startswith("<") and name != SERVICE_FILE and not name.startswith("<frozen")
 
 
+def _under_proc_or_sys(path: str) -> bool:
+    return any(path == root or path.startswith(root + "/") for root in ("/proc", "/sys"))
+
+
 class Monitor:
     """The audit hook and the builtins snapshot of one solution process."""
 
@@ -122,7 +126,7 @@ class Monitor:
             path = path.decode("utf-8", "replace")
         if not isinstance(path, str):
             return
-        if path.startswith(("/proc", "/sys")):
+        if _under_proc_or_sys(os.path.realpath(path)):  # resolved: '//proc', '/x/../proc', /dev/fd links
             self.flag("proc_access", path)
             return
         mode, flags = (args[1], args[2]) if kind == "open" and len(args) >= 3 else ("r", 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,11 +19,21 @@ HackKind = Literal[
     "native_code",
     "builtins_patched",
     "channel_tampering",
+    "grading_error",
 ]
+HACK_KINDS: frozenset[str] = frozenset(get_args(HackKind))
+# Kinds that void a grading whatever the env's settings: the verdicts could not be trusted (a channel carried
+# something the honest parties never send) or were not all computed (grading itself failed).
+VOIDING_KINDS: frozenset[str] = frozenset({"channel_tampering", "grading_error"})
 
 
 class GradingError(AgentRLError, RuntimeError):
     """Grading could not run for a reason that is not the solution's (the task's prefix fails on the judge)."""
+
+
+class GradingSetupError(GradingError):
+    """Grading cannot run because of the task or the machine (a prefix that fails in the judge, a judge that cannot
+    start): a person must fix it, so it is raised rather than scored."""
 
 
 class HackFlag(BaseModel):
@@ -36,6 +46,13 @@ class HackFlag(BaseModel):
     source: Literal["runtime", "static", "host"] = Field(
         description="runtime: the audit hook in the solution's process; static: its source; host: the relay."
     )
+
+    @property
+    def outside(self) -> bool:
+        """Seen from outside the solution's interpreter (its source, the relay, the judge), so the solution cannot
+        hide it; a ``runtime`` flag comes from the in-process monitor, which code that took over its interpreter
+        can blind (advisory only)."""
+        return self.source != "runtime"
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.detail}"

@@ -32,6 +32,7 @@ _PLAIN_OF = (
     (set, lambda v: set(set.__iter__(v))),
     (frozenset, lambda v: frozenset(frozenset.__iter__(v))),
 )
+_EXACT_CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
 class SolutionServer:
@@ -65,12 +66,14 @@ class SolutionServer:
 
     # ---- references -----------------------------------------------------------------------------
     def fallback(self, value: Any) -> Any:
-        """A value the codec cannot carry: a plain copy of a builtin subclass, else a reference."""
+        """A value the codec cannot carry: a plain copy of a builtin subclass (encoded at the depth where it was
+        met, so the depth cap holds), else a reference (an exact container past the depth cap or in a cycle too)."""
         kind = type(value)
-        self.probe(value, kind)
-        for base, plain in _PLAIN_OF:
-            if isinstance(value, base) and kind is not bool:
-                return self.encoder.encode(plain(value))
+        if kind not in _EXACT_CONTAINERS:
+            self.probe(value, kind)
+            for base, plain in _PLAIN_OF:
+                if isinstance(value, base) and kind is not bool:
+                    return self.encoder.encode(plain(value), self.encoder.depth)
         self.refs[id(value)] = value
         return {TAG: "ref", "id": id(value), "type": kind.__qualname__[:80], "callable": callable(value)}
 

@@ -35,5 +35,5 @@ def solution_server_source() -> str:
 
 @lru_cache(maxsize=1)
 def judge_source() -> str:
-    """The host-side judge process: wire + judge."""
-    return _assemble("wire.py", "judge.py")
+    """The host-side judge process: wire + seal + judge."""
+    return _assemble("wire.py", "seal.py", "judge.py")

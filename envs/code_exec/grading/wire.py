@@ -17,8 +17,14 @@ from collections.abc import Callable
 from typing import Any
 
 TAG = "$"
-MAX_DEPTH = 64  # nesting the codec carries; deeper values cross as references
+# Nesting the codec carries (one level per container, whatever its type); deeper containers cross as references,
+# which compare by identity. Both sides stay within Python's default recursion limit at this depth.
+MAX_DEPTH = 200
 MAX_NODES = 2_000_000  # decoded values per message
+MAX_TEXT_CHARS = 16 << 20  # of one encoded message: larger ones are not parsed at all
+# Unequal keys of one set or dict sharing one hash: a real set of honest values has a handful at most, while a
+# crafted one (ints that differ by multiples of 2**61 - 1) makes building it quadratic on the judge's CPU.
+MAX_HASH_COLLISIONS = 64
 BIG_INT_BITS = 8000  # a JSON int of ~4300+ digits hits Python's int/str limit; hex has none
 MAX_MESSAGE_CHARS = 1000  # of an exception message
 _HEX = re.compile(r"-?0x[0-9a-f]+")
@@ -49,7 +55,9 @@ def _reject_constant(name: str) -> Any:
 
 
 def loads(text: str) -> Any:
-    """Parse JSON strictly; any failure is a WireError."""
+    """Parse JSON strictly; any failure is a WireError (a text over ``MAX_TEXT_CHARS`` a WireSizeError)."""
+    if len(text) > MAX_TEXT_CHARS:
+        raise WireSizeError(f"an encoded value of {len(text)} characters (at most {MAX_TEXT_CHARS} are parsed)")
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError, TypeError) as exc:
@@ -68,11 +76,14 @@ def _stdlib_number(value: Any) -> Any:
 
 
 class Encoder:
-    """Encodes values; ``fallback(value)`` encodes anything else (a reference, or an error)."""
+    """Encodes values; ``fallback(value)`` encodes anything else (a reference, or an error), including an exact
+    container nested ``MAX_DEPTH`` deep or met again on its own path (a cycle). ``depth`` is the nesting of the
+    value being passed to ``fallback``, so that a plain copy it encodes continues at that depth."""
 
     def __init__(self, fallback: Callable[[Any], Any]) -> None:
         self.fallback = fallback
         self.active: set[int] = set()  # containers on the current path: a cycle becomes a reference
+        self.depth = 0
 
     def encode(self, value: Any, depth: int = 0) -> Any:
         """JSON-able data for ``value``."""
@@ -95,7 +106,10 @@ class Encoder:
             finally:
                 self.active.discard(id(value))
         number = _stdlib_number(value)
-        return number if number is not None else self.fallback(value)
+        if number is not None:
+            return number
+        self.depth = depth
+        return self.fallback(value)
 
     def _container(self, value: Any, kind: type, depth: int) -> Any:
         if kind is dict:
@@ -141,17 +155,17 @@ class Decoder:
     def _container(self, tag: str, value: Any, depth: int) -> Any:
         if type(value) is not list or tag == "list":
             raise WireError(f"{tag} payload must be a list")
-        items = [self.decode(item, depth) for item in value]
-        try:
-            if tag == "tuple":
-                return tuple(items)
-            if tag in ("set", "frozenset"):
-                return set(items) if tag == "set" else frozenset(items)
-            if not all(type(pair) is list and len(pair) == 2 for pair in items):
+        if tag == "tuple":
+            return tuple([self.decode(item, depth) for item in value])
+        if tag == "dict":  # a key and its value are one level down, like a list's items
+            if not all(type(pair) is list and len(pair) == 2 for pair in value):
                 raise WireError("dict payload must be [key, value] pairs")
-            return dict((key, val) for key, val in items)
-        except TypeError as exc:  # an unhashable key or element
-            raise WireError(f"bad {tag}: {exc}") from None
+            pairs = [(self.decode(key, depth), self.decode(val, depth)) for key, val in value]
+            _check_hashes([key for key, _ in pairs], tag)
+            return dict(pairs)
+        items = [self.decode(item, depth) for item in value]
+        _check_hashes(items, tag)
+        return set(items) if tag == "set" else frozenset(items)
 
     def _scalar(self, tag: Any, value: Any) -> Any:
         try:
@@ -177,6 +191,19 @@ class Decoder:
         except (ValueError, ZeroDivisionError, ArithmeticError) as exc:
             raise WireError(f"bad {tag}: {exc}") from None
         raise WireError(f"unknown or malformed tag {str(tag)[:40]!r}")
+
+
+def _check_hashes(keys: list[Any], tag: str) -> None:
+    """Reject keys that cannot be hashed, or too many sharing one hash (the set or dict would take quadratic time)."""
+    counts: dict[int, int] = {}
+    try:
+        for key in keys:
+            code = hash(key)
+            counts[code] = seen = counts.get(code, 0) + 1
+            if seen > MAX_HASH_COLLISIONS:
+                raise WireSizeError(f"a {tag} with more than {MAX_HASH_COLLISIONS} keys of one hash")
+    except TypeError as exc:  # an unhashable key or element
+        raise WireError(f"bad {tag}: {exc}") from None
 
 
 def describe_exception(exc: BaseException) -> dict[str, Any]:
