@@ -54,8 +54,9 @@ class EnvConfig(StrictModel):
         "one).",
     )
     import_modules: list[str] = Field(
-        default_factory=lambda: ["envs"],
-        description="Modules imported first so their environments register themselves.",
+        default_factory=list,
+        description="Your modules, imported (from the working directory or PYTHONPATH) before env.id is looked up so "
+        "their environments register themselves; they add to the bundled envs, which are always available.",
     )
 
 

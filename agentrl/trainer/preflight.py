@@ -9,8 +9,11 @@ it checked against the env contract. The first failure raises the component's ow
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 from agentrl.config.run import RunConfig
+from agentrl.env import MultiTurnEnv
+from agentrl.tools import ToolDocWarning
 
 
 def check_model(cfg: RunConfig) -> list[str]:
@@ -31,6 +34,17 @@ async def check_engine(cfg: RunConfig) -> list[str]:
     return await cfg.engine.preflight(cfg.model)
 
 
+def check_tools(env: MultiTurnEnv, env_id: str) -> list[str]:
+    """Build the env's tool schemas as a run would (a type no schema describes raises a one-line ConfigError
+    naming the tool and parameter); docstring ``Args:`` entries naming no parameter become ``warning:`` lines."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ToolDocWarning)
+        schemas = env.tool_schemas()
+    names = ", ".join(s.get("function", {}).get("name", "?") for s in schemas)
+    lines = [f"warning: {w.message}" for w in caught if issubclass(w.category, ToolDocWarning)]
+    return [f"env {env_id}: tool schemas built ({names})" if schemas else f"env {env_id}: no tools", *lines]
+
+
 def check_env(cfg: RunConfig) -> list[str]:
     """Build one environment, let it check its own resources (``MultiTurnEnv.preflight``), then run one real turn.
 
@@ -43,7 +57,8 @@ def check_env(cfg: RunConfig) -> list[str]:
 
     env = env_factory_for(cfg)()
     try:
-        lines = env.preflight()
+        lines = check_tools(env, cfg.env.id)
+        lines += env.preflight()
         tasks = env.task_ids()
         first = tasks[0] if tasks else "0"  # the dataset's ids for an env without a task set
         turn = probe_turn(env, first, task_seed(first))
