@@ -1,8 +1,8 @@
 """Find environments by Gymnasium registry id (``agentrl/GuessNumber-v0``) or ``module:Class``.
 
 agentrl never imports concrete env packages by name: they register themselves with Gymnasium
-when imported: the bundled ``envs`` always, then ``EnvConfig.import_modules`` (the user's own). Every lookup failure names the
-value, a did-you-mean and the fix; env kwargs are checked against the env's ``config_model``.
+when imported (the bundled ``envs`` always, then the user's ``EnvConfig.import_modules``). Every
+lookup failure names the value, a did-you-mean and the fix; env kwargs are checked against the env's ``config_model``.
 """
 
 from __future__ import annotations
