@@ -1,4 +1,4 @@
-"""``agentrl train CONFIG [overrides] [--dry-run]``: the whole RL loop; ``agentrl train --resume RUN_DIR`` continues one.
+"""``agentrl train CONFIG [overrides] [--dry-run]``: the RL loop; ``agentrl train --resume RUN_DIR`` continues one.
 
 A run directory keeps its resolved config (``config.yaml``), so ``--resume RUN_DIR`` needs nothing
 else; a CONFIG or overrides given with it must match that config, or name the changes with
