@@ -58,6 +58,13 @@ class EnvConfig(StrictModel):
         description="Your modules, imported (from the working directory or PYTHONPATH) before env.id is looked up so "
         "their environments register themselves; they add to the bundled envs, which are always available.",
     )
+    step_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds one env call (reset or step) may take; a call that takes longer fails its episode (it "
+        "counts toward rollout.max_drop_rate) and its env is set aside. None: wait for ever (a notice is printed "
+        "every 30 s of waiting).",
+    )
 
 
 def _moved(key: str, section: str, example: str) -> str:

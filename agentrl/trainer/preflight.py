@@ -35,11 +35,14 @@ async def check_engine(cfg: RunConfig) -> list[str]:
 
 
 def check_tools(env: MultiTurnEnv, env_id: str) -> list[str]:
-    """Build the env's tool schemas as a run would (a type no schema describes raises a one-line ConfigError
+    """Build the schemas of ``env``'s tools (then close it) as a run would (a type no schema describes raises a one-line ConfigError
     naming the tool and parameter); docstring ``Args:`` entries naming no parameter become ``warning:`` lines."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ToolDocWarning)
-        schemas = env.tool_schemas()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ToolDocWarning)
+            schemas = env.tool_schemas()
+    finally:
+        env.close()
     names = ", ".join(s.get("function", {}).get("name", "?") for s in schemas)
     lines = [f"warning: {w.message}" for w in caught if issubclass(w.category, ToolDocWarning)]
     return [f"env {env_id}: tool schemas built ({names})" if schemas else f"env {env_id}: no tools", *lines]
@@ -57,7 +60,7 @@ def check_env(cfg: RunConfig) -> list[str]:
 
     env = env_factory_for(cfg)()
     try:
-        lines = check_tools(env, cfg.env.id)
+        lines = check_tools(env_factory_for(cfg)(), cfg.env.id)
         lines += env.preflight()
         tasks = env.task_ids()
         first = tasks[0] if tasks else "0"  # the dataset's ids for an env without a task set
