@@ -35,8 +35,11 @@ async def check_engine(cfg: RunConfig) -> list[str]:
 
 
 def check_tools(env: MultiTurnEnv, env_id: str) -> list[str]:
-    """Build the schemas of ``env``'s tools (then close it) as a run would (a type no schema describes raises a one-line ConfigError
-    naming the tool and parameter); docstring ``Args:`` entries naming no parameter become ``warning:`` lines."""
+    """Build the schemas of ``env``'s tools as a run would, then close it.
+
+    A type no schema describes raises a one-line ConfigError naming the tool and parameter; a
+    docstring ``Args:`` entry naming no parameter becomes a ``warning:`` line.
+    """
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ToolDocWarning)
