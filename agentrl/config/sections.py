@@ -50,20 +50,17 @@ class EnvConfig(StrictModel):
     id: str = Field(description="Gymnasium registry id (agentrl/CodeExec-v0) or 'module:Class'.")
     kwargs: dict[str, Any] = Field(
         default_factory=dict,
-        description="Keyword arguments for the env constructor (validated by the env's own config model when it has "
-        "one).",
+        description="Keyword arguments for the env constructor (checked by the env's config model, if it has one).",
     )
     import_modules: list[str] = Field(
         default_factory=list,
-        description="Your modules, imported (from the working directory or PYTHONPATH) before env.id is looked up so "
-        "their environments register themselves; they add to the bundled envs, which are always available.",
+        description="Your modules whose import registers envs (the bundled envs are always there).",
     )
     step_timeout_s: float | None = Field(
         None,
         gt=0,
-        description="Seconds one env call (reset or step) may take; a call that takes longer fails its episode (it "
-        "counts toward rollout.max_drop_rate) and its env is set aside. None: wait for ever (a notice is printed "
-        "every 30 s of waiting).",
+        description="Seconds an env reset/step may take; a longer call fails its episode (a drop) and sets the env "
+        "aside. None: no limit (a notice every 30 s of waiting).",
     )
 
 
