@@ -61,6 +61,10 @@ class DaemonThreadPool(Executor):
                 self._threads.append(thread)
         return future
 
+    def __exit__(self, *exc_info: object) -> None:
+        """Leaving a ``with`` block never waits for a stuck call (its caller has awaited what it needs)."""
+        self.shutdown(wait=False, cancel_futures=True)
+
     def abandon(self) -> None:
         """One worker is stuck in a call that will never be waited for: allow one more worker."""
         with self._lock:

@@ -84,6 +84,8 @@ def test_a_worker_stuck_in_an_env_call_does_not_hold_the_process_open() -> None:
         pool = DaemonThreadPool(2)
         pool.submit(threading.Event().wait)
         pool.shutdown(wait=False, cancel_futures=True)
+        with DaemonThreadPool(1) as evaluation_pool:  # how agentrl.evaluation uses it: leaving never waits
+            evaluation_pool.submit(threading.Event().wait)
         print("exiting", flush=True)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
