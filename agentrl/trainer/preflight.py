@@ -9,10 +9,13 @@ it checked against the env contract. The first failure raises the component's ow
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import warnings
+from collections.abc import Callable
 
 from agentrl.config.run import RunConfig
 from agentrl.env import MultiTurnEnv
+from agentrl.errors import PreflightError
 from agentrl.tools import ToolDocWarning
 
 
@@ -67,10 +70,29 @@ def check_env(cfg: RunConfig) -> list[str]:
         lines += env.preflight()
         tasks = env.task_ids()
         first = tasks[0] if tasks else "0"  # the dataset's ids for an env without a task set
-        turn = probe_turn(env, first, task_seed(first))
+        turn = _bounded(lambda: probe_turn(env, first, task_seed(first)), cfg)
     finally:
         env.close()
     return [f"env {cfg.env.id}: {len(tasks) or 'seeded'} tasks", *lines, f"env {cfg.env.id}: {turn}"]
+
+
+PROBE_LIMIT_S = 60.0  # the dry run's bound on its one probe turn when env.step_timeout_s sets none
+
+
+def _bounded(probe: Callable[[], str], cfg: RunConfig) -> str:
+    """``probe()`` on a daemon thread; PreflightError when it does not return in time (a blocking env)."""
+    from agentrl.rollout.env_threads import DaemonThreadPool
+
+    limit = cfg.env.step_timeout_s or PROBE_LIMIT_S
+    with DaemonThreadPool(1, thread_name_prefix="agentrl-preflight") as pool:
+        try:
+            return pool.submit(probe).result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            raise PreflightError(
+                f"env {cfg.env.id}: one turn (reset, then one step) did not return within {limit:g} s; a training "
+                "step would hang the same way. Find what reset/step waits on (input(), a lock, a service), or set "
+                "env.step_timeout_s above what one call needs"
+            ) from None
 
 
 def preflight(cfg: RunConfig) -> list[str]:

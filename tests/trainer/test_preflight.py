@@ -144,3 +144,19 @@ def test_dry_run_builds_the_env_tool_schemas(
     assert any(line.startswith("warning: tool 'go': its docstring's Args: documents 'were'") for line in lines)
     with pytest.raises(ConfigError, match="^tool 'enter' parameter 'room' is typed Room, which has no JSON schema"):
         preflight(_cfg(tiny_model_dir, "env.id=room_tools_env:Bad", "env.kwargs={}"))
+
+
+def test_dry_run_bounds_its_probe_turn_of_an_env_whose_step_blocks(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "blocking_env.py").write_text(
+        "import threading\n"
+        "from agentrl.env import MultiTurnEnv, user\n"
+        "class Blocks(MultiTurnEnv):\n"
+        "    def reset(self, *, seed=None, options=None):\n        super().reset(seed=seed)\n"
+        "        return [user('Go.')], {}\n"
+        "    def step(self, action):\n        threading.Event().wait()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PreflightError, match=r"one turn \(reset, then one step\) did not return within 1 s"):
+        preflight(_cfg(tiny_model_dir, "env.id=blocking_env:Blocks", "env.kwargs={}", "env.step_timeout_s=1"))
