@@ -1,7 +1,9 @@
 """Agent behaviour of finished episodes: turns used, testing before submitting, recovering from failures.
 
-Env-agnostic: computed from each turn's ``info`` through these documented keys (an env that sets
-none of them still gets ``turns_mean`` and ``code_turn_frac`` 0):
+Env-agnostic: computed from each turn's ``info`` through these documented keys. An env that sets
+none of them (no turn of the batch has ``info["action"]``) gets ``turns_mean`` only: the other
+metrics would read 0 for an env they do not describe (and its plots would show a code agent's
+behaviour panel for a text adventure):
 
 * ``info["action"]``: ``"run"`` (code was executed, not graded as the answer), ``"submit"`` (the
   answer was graded), anything else (the turn had no usable code, e.g. ``"none"``, ``"invalid"``);
@@ -47,6 +49,8 @@ def behaviour_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
         return {}
     turns = [len(e.turns) for e in finished]
     actions = [[t.info.get("action") for t in e.turns] for e in finished]
+    if not any("action" in t.info for e in finished for t in e.turns):
+        return {"turns_mean": statistics.fmean(turns)}  # the env reports no actions: nothing else is measured
     code_turns = sum(a in ("run", "submit") for acts in actions for a in acts)
     tested = sum("run" in acts[:-1] for acts in actions)
     failed = [e for e in finished if any(t.info.get("action") == "run" and _failed(t.info) for t in e.turns)]

@@ -11,7 +11,6 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from agentrl.engines.base import InferenceEngine
 from agentrl.env import MultiTurnEnv
 from agentrl.errors import ConfigError
 from agentrl.rollout.dataset import task_seed
+from agentrl.rollout.env_threads import DaemonThreadPool
 from agentrl.rollout.metrics import RolloutMetrics
 from agentrl.rollout.runner import EpisodeRunner, RunContext, make_episode
 from agentrl.trajectory import Episode
@@ -151,7 +151,7 @@ async def evaluate(
     metrics = RolloutMetrics()
     results = {task_id: TaskResult(task_id) for task_id in ids}
     finished: list[Episode] = []
-    with ThreadPoolExecutor(max_workers=slots) as executor:
+    with DaemonThreadPool(slots, thread_name_prefix="agentrl-eval") as executor:  # a stuck env never blocks the exit
         ctx = RunContext(engine=engine, config=config, assembler=assembler, executor=executor, metrics=metrics)
         jobs = [_run_one(ctx, envs, task_id, i) for task_id in ids for i in range(samples)]
         try:

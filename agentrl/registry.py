@@ -1,8 +1,8 @@
 """Find environments by Gymnasium registry id (``agentrl/GuessNumber-v0``) or ``module:Class``.
 
 agentrl never imports concrete env packages by name: they register themselves with Gymnasium
-when imported (``EnvConfig.import_modules``, default ``envs``). Every lookup failure names the
-value, a did-you-mean and the fix; env kwargs are checked against the env's ``config_model``.
+when imported (the bundled ``envs`` always, then the user's ``EnvConfig.import_modules``). Every
+lookup failure names the value, a did-you-mean and the fix; env kwargs are checked against the env's ``config_model``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from agentrl.config.sections import EnvConfig
 from agentrl.env import MultiTurnEnv
 from agentrl.errors import ConfigError, EnvNotFoundError, did_you_mean
 
-DEFAULT_MODULES = ("envs",)
+BUNDLED_MODULES = ("envs",)  # imported before any env.import_modules: a user's modules add to these
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,10 @@ def register_env(env_id: str, entry_point: str | Callable[..., Any], **kwargs: A
         gym.register(env_id, entry_point=entry_point, disable_env_checker=True, **kwargs)
 
 
-def import_env_modules(modules: Sequence[str] = DEFAULT_MODULES) -> None:
-    """Import the modules whose import registers environments; EnvNotFoundError names a bad one."""
-    for name in modules:
+def import_env_modules(modules: Sequence[str] = ()) -> None:
+    """Import the bundled env modules, then ``modules`` (whose import registers environments); EnvNotFoundError
+    names a bad one."""
+    for name in dict.fromkeys([*BUNDLED_MODULES, *modules]):
         try:
             importlib.import_module(name)
         except ImportError as exc:
@@ -140,7 +141,7 @@ def _resolve_registered(env_id: str) -> ResolvedEnv:
     return ResolvedEnv(ref=env_id, creator=creator, spec=spec)
 
 
-def resolve_env(env_id: str, import_modules: Sequence[str] = DEFAULT_MODULES) -> ResolvedEnv:
+def resolve_env(env_id: str, import_modules: Sequence[str] = ()) -> ResolvedEnv:
     """Resolve a registry id or ``module:Class`` (importing ``import_modules`` first)."""
     import_env_modules(import_modules)
     if ":" in env_id and "/" not in env_id.split(":", 1)[0]:
@@ -203,22 +204,52 @@ def _tool_names(tools: Sequence[Any]) -> tuple[str, ...]:
 
 
 def _listing(env_id: str, spec: EnvSpec, cls: type[MultiTurnEnv]) -> EnvListing:
-    """What one env is with its registered default kwargs: an env may set max_turns/tools from its config."""
+    """What one env is with its registered default kwargs: an env may set max_turns/tools from its config.
+
+    An env that needs kwargs (a server URL, a task file) cannot be built bare: its config model's
+    defaults are shown, with one line saying which kwargs it needs. The tool schemas are built as a
+    run builds them, so a tool no schema describes shows here, not after a model has loaded.
+    """
     doc = (cls.__doc__ or "").strip().splitlines()
     summary = doc[0] if doc else ""
     entry = spec.entry_point if isinstance(spec.entry_point, str) else f"{cls.__module__}:{cls.__qualname__}"
-    max_turns, tools = cls.max_turns, _tool_names(cls.tools)
+    max_turns, tools = _config_default(cls, "max_turns", cls.max_turns), _tool_names(cls.tools)
     try:  # constructing an env is cheap by contract (resources start on first use)
         env = _build(ResolvedEnv(ref=env_id, creator=cls, spec=spec), {})
     except Exception as exc:  # noqa: BLE001 - a listing shows the class defaults and says why, never fails
-        summary = f"{summary} (class defaults shown: constructing it failed: {type(exc).__name__}: {exc})"
+        summary = f"{summary} (defaults shown; {_why_unbuilt(exc)})"
     else:
-        max_turns, tools = env.max_turns, _tool_names(env.tools)
-        env.close()
+        try:
+            max_turns, tools = env.max_turns, _tool_names(env.tools)
+            env.tool_schemas()
+        except ConfigError as exc:  # a tool whose parameter no JSON schema describes
+            summary = f"{summary} (tool error: {exc})"
+        finally:
+            env.close()
     return EnvListing(id=env_id, entry_point=entry, summary=summary, max_turns=max_turns, tools=tools)
 
 
-def list_envs(import_modules: Sequence[str] = DEFAULT_MODULES) -> list[EnvListing]:
+def _config_default(cls: type[MultiTurnEnv], name: str, fallback: int) -> int:
+    """The default of ``name`` in the env's config model (an env that sets max_turns from its config), else
+    ``fallback`` (the class attribute)."""
+    model = getattr(cls, "config_model", None)
+    field = model.model_fields.get(name) if model is not None else None
+    default = field.default if field is not None else None
+    return default if isinstance(default, int) and not isinstance(default, bool) else fallback
+
+
+def _why_unbuilt(exc: Exception) -> str:
+    """One line for a table cell: the kwargs a ValidationError asks for, else the error's first line."""
+    if isinstance(exc, ValidationError):
+        missing = [".".join(map(str, e["loc"])) for e in exc.errors() if e["type"] == "missing"]
+        other = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors() if e["type"] != "missing"]
+        parts = ([f"needs env.kwargs {', '.join(missing)}"] if missing else []) + other
+        return "; ".join(parts)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"constructing it failed: {type(exc).__name__}: {first}".rstrip(": ")
+
+
+def list_envs(import_modules: Sequence[str] = ()) -> list[EnvListing]:
     """The registered multi-turn environments, sorted by id, as built with their default kwargs."""
     import_env_modules(import_modules)
     listings = []

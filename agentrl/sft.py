@@ -9,10 +9,13 @@ trains the very token sequences RL will later sample and score, with no second t
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -202,3 +205,24 @@ def run_sft(
         loss_per_step=losses,
         seconds=time.perf_counter() - began,
     )
+
+
+def publish_model(out: Path, lm: Any, tokenizer: Any, report: dict[str, Any]) -> None:
+    """Write the warmed model directory beside ``out`` and rename it into place (fsynced: ``agentrl.disk``).
+
+    ``out`` is then either absent, the previous model, or complete with its ``warmup.json``: a warm-up killed
+    while saving leaves no half-written model that a config (or ``scripts/quickstart.sh``'s "already warmed"
+    check) would take for a finished one.
+    """
+    from agentrl.disk import publish
+
+    staging = out.with_name(out.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    lm.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    (staging / "warmup.json").write_text(json.dumps(report, indent=1))
+    if out.exists():
+        shutil.rmtree(out)  # a rename cannot replace a non-empty directory
+    publish(staging, out)

@@ -11,11 +11,12 @@ import asyncio
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError, create_model
 
 from agentrl.chat import template_supports_tools, tools_system_prompt, with_tools_prompt
 from agentrl.errors import ConfigError, ToolCallError, did_you_mean
@@ -25,6 +26,7 @@ from agentrl.toolcall import parse_tool_calls
 # The chat-template helpers live with chat assembly (agentrl.chat); importable from here as before.
 __all__ = [
     "Tool",
+    "ToolDocWarning",
     "as_tool",
     "execute_tool_calls",
     "run_tool_call",
@@ -32,6 +34,11 @@ __all__ = [
     "tools_system_prompt",
     "with_tools_prompt",
 ]
+
+
+class ToolDocWarning(UserWarning):
+    """A tool's docstring documents something its signature does not have (the model would read a stale hint)."""
+
 
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _ARG_HEADERS = {"args", "arguments", "parameters"}
@@ -131,10 +138,34 @@ def as_tool(fn: Callable[..., Any] | Tool, *, name: str | None = None) -> Tool:
             raise ConfigError(
                 f"tool {tool_name!r} parameter {param.name!r} has no type hint; annotate it (e.g. {param.name}: str)"
             )
+        _check_describable(tool_name, param.name, hints[param.name])
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (hints[param.name], Field(default, description=arg_docs.get(param.name)))
+    stale = [name for name in arg_docs if name not in fields]
+    if stale:
+        warnings.warn(
+            f"tool {tool_name!r}: its docstring's Args: documents {', '.join(map(repr, stale))}, which "
+            f"{'is not a parameter' if len(stale) == 1 else 'are not parameters'} (parameters: "
+            f"{', '.join(fields) or 'none'}); rename or remove the entry, the model never sees it",
+            ToolDocWarning,
+            stacklevel=2,
+        )
     model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
     return Tool(name=tool_name, description=description, fn=fn, arguments_model=model)
+
+
+def _check_describable(tool_name: str, param: str, annotation: Any) -> None:
+    """ConfigError, in one line naming the tool and the parameter, when no JSON schema can describe its type."""
+    try:
+        TypeAdapter(annotation).json_schema()
+    except (PydanticUserError, TypeError, ValueError) as exc:
+        shown = getattr(annotation, "__name__", None) or repr(annotation)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]  # pydantic's fix misleads
+        raise ConfigError(
+            f"tool {tool_name!r} parameter {param!r} is typed {shown}, which has no JSON schema for the model to "
+            f"read ({first}); type it str, int, float, bool, a Literal or Enum, a list or dict of those, or a "
+            "pydantic BaseModel, and build your own object from that inside the tool"
+        ) from None
 
 
 def _result_text(result: Any, max_chars: int) -> str:

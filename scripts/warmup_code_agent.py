@@ -13,13 +13,10 @@ model is written as a model directory a run config can point ``model.path`` at.
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -84,25 +81,6 @@ def scripted_chats(
     return chats, len(chosen), schemas
 
 
-def publish(out: Path, lm: Any, tokenizer: Any, result: dict) -> None:
-    """Write the model directory beside ``out`` and rename it into place (fsynced: ``agentrl.disk.publish``), so
-    ``out`` is either absent, the previous model, or complete with its ``warmup.json`` (a warm-up killed while
-    saving leaves no half-written model that a config, or ``scripts/quickstart.sh``'s "already warmed" check,
-    would take for a finished one)."""
-    from agentrl.disk import publish as publish_durably
-
-    staging = out.with_name(out.name + ".partial")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    lm.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    (staging / "warmup.json").write_text(json.dumps(result, indent=1))
-    if out.exists():
-        shutil.rmtree(out)  # a rename cannot replace a non-empty directory
-    publish_durably(staging, out)
-
-
 def main(argv: list[str] | None = None) -> dict:
     """Script the chats, train, save the model and ``warmup.json`` beside it; returns the report."""
     args = parse_args(argv)
@@ -110,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from agentrl.chat import ChatAssembler
     from agentrl.models.loading import load_model, load_tokenizer
-    from agentrl.sft import SftConfig, run_sft
+    from agentrl.sft import SftConfig, publish_model, run_sft
 
     torch.manual_seed(args.seed)
     chats, tried, schemas = scripted_chats(
@@ -140,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
         **cfg.model_dump(),
         **report.model_dump(),
     }
-    publish(args.out, lm, tokenizer, result)
+    publish_model(args.out, lm, tokenizer, result)
     first, last = report.loss_per_step[0], report.loss_per_step[-1]
     print(
         f"[warmup] {report.steps} steps over {report.trained_tokens} trained tokens ({report.total_tokens} in all): "

@@ -56,3 +56,8 @@ def test_heldout_summary_shows_behaviour_only_for_multi_turn_runs() -> None:
     ]
     single = {"eval/t/pass@1": 0.25, "eval/t/turns_mean": 1.0}
     assert summary_lines(single, {**single, "eval/t/pass@1": 0.5}) == ["held-out t pass@1: 0.25 -> 0.50 (+0.25)"]
+
+
+def test_an_env_that_reports_no_actions_gets_only_turns() -> None:
+    """A text adventure's episodes are not a code agent's: its behaviour panel would read 0 everywhere."""
+    assert behaviour_metrics([episode({}, {"success": True}), episode({})]) == {"turns_mean": pytest.approx(1.5)}

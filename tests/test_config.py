@@ -236,3 +236,13 @@ def test_import_modules_registers_a_users_loss(tmp_path: Path, monkeypatch: pyte
     assert config.algorithm.loss.name == "wide" and config.algorithm.loss.eps_low == 0.01  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match=r"algorithm.import_modules: cannot import 'no_such_losses'"):
         load_config(TINY, ["algorithm.import_modules=[no_such_losses]"])
+
+
+def test_a_command_line_typo_is_attributed_to_the_command_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(TINY, ["trainer.lrr=1e-6"])
+    message = str(info.value)
+    assert "with its command-line overrides has 1 problem" in message
+    line = next(line for line in message.splitlines() if "trainer.lrr" in line)
+    assert line.startswith("  trainer.lrr: unknown key (value 1e-06) -> Did you mean 'lr'?")
+    assert line.endswith("[set on the command line: trainer.lrr=1e-6]")

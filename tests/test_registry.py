@@ -116,3 +116,51 @@ def test_broken_entry_points_and_non_class_targets_are_reported() -> None:
         gym.registry.pop("mine/Broken-v0")
     with pytest.raises(ConfigError, match="'math:pi' is a float, not a MultiTurnEnv subclass"):
         resolve_env("math:pi")
+
+
+def test_envs_listing_is_one_line_per_problem_and_reads_max_turns_from_the_config_model() -> None:
+    infos = {info.id: info for info in list_envs()}
+    gateway = infos["agentrl/AgentGateway-v0"]
+    assert gateway.max_turns == 16  # AgentGatewayConfig's default, not MultiTurnEnv's 8
+    assert "needs env.kwargs agent, tasks" in gateway.summary
+    for info in infos.values():
+        assert "\n" not in info.summary and "errors.pydantic.dev" not in info.summary, info
+
+
+def test_import_modules_add_to_the_bundled_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mine_only.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert EnvConfig(id="x").import_modules == []
+    assert "agentrl/GuessNumber-v0" in [info.id for info in list_envs(["mine_only"])]
+    env = make_env_factory(EnvConfig(id="agentrl/GuessNumber-v0", import_modules=["mine_only"]))()
+    assert isinstance(env, GuessNumber)
+
+
+def test_envs_listing_names_a_tool_no_schema_describes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "room_envs.py").write_text(
+        textwrap.dedent('''
+        """Tools typed with a class of the env's own."""
+        from agentrl.env import MultiTurnEnv
+        from agentrl.registry import register_env
+
+        class Room:
+            pass
+
+        def enter(room: Room) -> str:
+            """Enter a room."""
+            return "in"
+
+        class Rooms(MultiTurnEnv):
+            """Walk between rooms."""
+            tools = (enter,)
+
+        register_env("mine/Rooms-v0", entry_point=Rooms)
+    ''')
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        infos = {info.id: info for info in list_envs(["room_envs"])}
+        assert "tool error: tool 'enter' parameter 'room' is typed Room" in infos["mine/Rooms-v0"].summary
+    finally:
+        gym.registry.pop("mine/Rooms-v0")
+        sys.modules.pop("room_envs")

@@ -110,3 +110,33 @@ def test_code_agent_warmup_script_writes_a_loadable_model(tiny_model_dir: Path, 
     load_model(out)  # a model directory a run config can point model.path at
     assert load_tokenizer(out).chat_template
     assert not (tmp_path / "warm.partial").exists()  # staged beside and renamed into place
+
+
+def test_the_generic_warmup_script_trains_any_envs_chats(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """scripts/warmup_sft.py: a JSONL of chats (or episodes, filtered by reward) with an env's tool schemas."""
+    chats = tmp_path / "chats.jsonl"
+    chat = {
+        "messages": [
+            {"role": "user", "content": "Find the key."},
+            {
+                "role": "assistant",
+                "content": '<tool_call>\n{"name": "go", "arguments": {"room": "hall"}}\n</tool_call>',
+            },
+            {"role": "tool", "name": "go", "content": "You are in the hall. A key lies here."},
+            {"role": "assistant", "content": "I found the key."},
+        ]
+    }
+    poor = {**chat, "final_reward": 0.0}
+    chats.write_text("\n".join(json.dumps(c) for c in (chat | {"final_reward": 1.0}, poor)) + "\n")
+    out = tmp_path / "warm"
+    cmd = [sys.executable, str(ROOT / "scripts" / "warmup_sft.py"), "--model", str(tiny_model_dir), "--chats"]
+    cmd += [str(chats), "--out", str(out), "--env", "agentrl/ToolUse-v0", "--min-reward", "0.5", "--epochs", "1"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[warmup] 1 chats from" in done.stdout and "3 tool schemas in the prompt" in done.stdout
+    report = json.loads((out / "warmup.json").read_text())
+    assert report["chats"] == 1 and report["trained_tokens"] > 0 and report["env"] == "agentrl/ToolUse-v0"
+    load_model(out)
+    chats.write_text('{"text": "no messages"}\n')
+    bad = subprocess.run([*cmd[:5], str(chats), *cmd[6:]], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and f'{chats}:1: no "messages" list' in bad.stderr

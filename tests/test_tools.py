@@ -169,3 +169,43 @@ async def fetch(key: str) -> str:
 def test_async_tools_run_to_completion() -> None:
     (message,) = execute_tool_calls(format_tool_call("fetch", {"key": "abc"}), [fetch])
     assert message == {"role": "tool", "content": "cba", "name": "fetch"}
+
+
+class Room:
+    """A class of the env's own: no JSON schema describes it."""
+
+
+def enter(room: Room, hurry: bool = False) -> str:
+    """Enter a room.
+
+    Args:
+        room: The room.
+        hurry: Whether to run.
+    """
+    return "in"
+
+
+def look(direction: str) -> str:
+    """Look around.
+
+    Args:
+        dir: Where to look (documented under an old name).
+    """
+    return direction
+
+
+def test_a_parameter_typed_with_a_custom_class_is_one_line_naming_the_tool_and_parameter() -> None:
+    with pytest.raises(ConfigError) as info:
+        as_tool(enter)
+    message = str(info.value)
+    assert "tool 'enter' parameter 'room' is typed Room" in message and "pydantic BaseModel" in message
+    assert "\n" not in message and "arbitrary_types_allowed" not in message
+
+
+def test_docstring_args_naming_no_parameter_warn() -> None:
+    from agentrl.tools import ToolDocWarning
+
+    with pytest.warns(
+        ToolDocWarning, match=r"tool 'look': its docstring's Args: documents 'dir', which is not a param"
+    ):
+        as_tool(look)

@@ -13,7 +13,7 @@ from agentrl.registry import list_envs
 
 def run(args: argparse.Namespace) -> int:
     """Print a table of registered envs after importing ``--import`` modules."""
-    infos = list_envs(args.import_modules or ["envs"])
+    infos = list_envs(args.import_modules or [])
     table = Table(title=f"{len(infos)} registered agentrl environment(s)")
     for column in ("id", "max turns", "tools", "entry point", "summary"):
         table.add_column(column, overflow="fold")
@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
         dest="import_modules",
         action="append",
         metavar="MODULE",
-        help="module to import first so its envs register (repeatable; default: envs)",
+        help="your module to import so its envs register beside the bundled ones (repeatable)",
     )
     parser.add_argument("--width", type=int, default=None, help="table width in characters (default: the terminal's)")
     parser.set_defaults(func=run)

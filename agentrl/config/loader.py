@@ -110,11 +110,17 @@ def _validation_problems(exc: ValidationError, data: dict[str, Any]) -> list[Pro
 
 
 def build_config(
-    data: dict[str, Any], *, check_env: bool = True, source: str = "config", problems: Sequence[Problem] = ()
+    data: dict[str, Any],
+    *,
+    check_env: bool = True,
+    source: str = "config",
+    problems: Sequence[Problem] = (),
+    overrides: Sequence[str] = (),
 ) -> RunConfig:
     """Validate a config mapping; one ConfigError lists every problem.
 
-    Earlier ``problems``, the env id and the env kwargs are included in that list.
+    Earlier ``problems``, the env id and the env kwargs are included in that list; a problem with a key
+    one of ``overrides`` set says so (the user looks on the command line, not in the file).
     """
     found = list(problems)
     config: RunConfig | None = None
@@ -127,15 +133,34 @@ def build_config(
         from agentrl.registry import env_config_problems  # lazy: the registry imports the config sections
 
         found.extend(env_config_problems(EnvConfig.model_validate(env_data)))
-    raise_problems(found, source=source)
+    raise_problems(attribute_overrides(found, overrides), source=source)
     if config is None:  # unreachable: a failed validation always yields problems
         raise ConfigError(f"{source} is invalid")
     return config
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = (), *, check_env: bool = True) -> RunConfig:
-    """Load ``path`` (or start empty when None), apply dotted overrides, validate everything at once."""
+    """Load ``path`` (or start empty when None), apply dotted overrides, validate everything at once.
+
+    A problem with a key an override set is attributed to the command line, not to the file.
+    """
     data = load_yaml(path) if path is not None else {}
     problems = [p for p in (apply_override(data, o) for o in overrides) if p is not None]
     source = f"config {str(path)!r}" if path is not None else "config"
-    return build_config(data, check_env=check_env, source=source, problems=problems)
+    if overrides:
+        source += " with its command-line overrides"
+    return build_config(data, check_env=check_env, source=source, problems=problems, overrides=overrides)
+
+
+def attribute_overrides(problems: Sequence[Problem], overrides: Sequence[str]) -> list[Problem]:
+    """``problems`` with those under a key an override set marked ``[set on the command line: KEY=VALUE]``."""
+    keys = {o.partition("=")[0].strip(): o for o in overrides}
+    out = []
+    for problem in problems:
+        origin = next(
+            (o for k, o in keys.items() if problem.key == k or problem.key.startswith(f"{k}.") or problem.key == o),
+            None,
+        )
+        where = f"[set on the command line: {origin}]" if origin else ""
+        out.append(Problem(problem.key, problem.message, f"{problem.fix} {where}".strip()))
+    return out

@@ -50,12 +50,17 @@ class EnvConfig(StrictModel):
     id: str = Field(description="Gymnasium registry id (agentrl/CodeExec-v0) or 'module:Class'.")
     kwargs: dict[str, Any] = Field(
         default_factory=dict,
-        description="Keyword arguments for the env constructor (validated by the env's own config model when it has "
-        "one).",
+        description="Keyword arguments for the env constructor (checked by the env's config model, if it has one).",
     )
     import_modules: list[str] = Field(
-        default_factory=lambda: ["envs"],
-        description="Modules imported first so their environments register themselves.",
+        default_factory=list,
+        description="Your modules whose import registers envs (the bundled envs are always there).",
+    )
+    step_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds an env reset/step may take; a longer call fails its episode (a drop) and sets the env "
+        "aside. None: no limit (a notice every 30 s of waiting).",
     )
 
 

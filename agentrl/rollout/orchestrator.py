@@ -17,7 +17,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,13 +28,17 @@ from agentrl.errors import ConfigError, EngineConfigError, RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset, task_seed
 from agentrl.rollout.drop_alarm import DropAlarm, drop_rate
+from agentrl.rollout.env_threads import DaemonThreadPool
 from agentrl.rollout.fingerprint import rollout_fingerprints
 from agentrl.rollout.groups import GroupRun
 from agentrl.rollout.metrics import RolloutMetrics
 from agentrl.rollout.replay import restore_episode_env
 from agentrl.rollout.runner import FINISHED, EpisodeRunner, RunContext, make_episode
 from agentrl.rollout.staleness import decide, staleness
+from agentrl.rollout.tracebacks import TracebackLog
 from agentrl.trajectory import Episode
+
+CLOSE_WAIT_S = 5.0  # closing: how long in-flight env calls may take to return before their episodes are abandoned
 
 
 @dataclass
@@ -62,9 +65,13 @@ class RolloutOrchestrator:
         dataset: TaskDataset,
         buffer: RolloutBuffer | None = None,
         group_filter: Callable[[Sequence[Episode]], bool] | None = None,
+        step_timeout_s: float | None = None,
+        tracebacks: TracebackLog | None = None,
     ) -> None:
         """``group_filter(episodes)``: True when a complete group carries learning signal (``agentrl.credit``);
-        required by ``rollout.dynamic_sampling``, and when given, the signal groups per batch are logged."""
+        required by ``rollout.dynamic_sampling``, and when given, the signal groups per batch are logged.
+        ``step_timeout_s`` (env.step_timeout_s) fails an episode whose env call runs longer; ``tracebacks`` keeps the
+        tracebacks of env failures (in the run directory)."""
         if config.dynamic_sampling and group_filter is None:
             raise ConfigError(
                 "rollout.dynamic_sampling needs a group filter (the trainer builds it from algorithm.turn_advantage: "
@@ -88,8 +95,10 @@ class RolloutOrchestrator:
         )
         self._runner_cls: type[EpisodeRunner] = getattr(type(probe), "episode_runner", None) or EpisodeRunner
         self._idle_envs: list[MultiTurnEnv] = [probe]
-        self._executor = ThreadPoolExecutor(config.concurrency, thread_name_prefix="agentrl-env")
-        self._ctx = RunContext(engine, config, assembler, self._executor, RolloutMetrics())
+        self._executor = DaemonThreadPool(config.concurrency, thread_name_prefix="agentrl-env")
+        self._ctx = RunContext(
+            engine, config, assembler, self._executor, RolloutMetrics(), step_timeout_s, tracebacks=tracebacks
+        )
         self._groups: list[GroupRun] = []  # ready and in-flight groups, in admission order
         self._loaded = buffer is None
         self._drops = DropAlarm(config.max_drop_rate, config.prompts_per_step)
@@ -293,13 +302,25 @@ class RolloutOrchestrator:
         except Exception:  # an unreachable engine raises in many ways; all mean "unhealthy"
             return False
 
-    async def _stop_runners(self, runners: list[EpisodeRunner]) -> None:
-        """Ask runners to stop and abort their requests until every task returned (partial output kept)."""
+    async def _stop_runners(self, runners: list[EpisodeRunner], give_up_s: float | None = None) -> None:
+        """Ask runners to stop and abort their requests until every task returned (partial output kept).
+
+        ``give_up_s`` (closing): after that long, a runner still inside an env call is cancelled and its env
+        abandoned, so a step that never returns cannot hold the job open.
+        """
         for runner in runners:
             runner.stop_requested = True
+        deadline = None if give_up_s is None else time.monotonic() + give_up_s
         while True:
             pending = {r.task for r in runners if r.task is not None and not r.task.done()}
             if not pending:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                for runner in runners:
+                    if runner.task is not None and not runner.task.done():
+                        runner.env_abandoned = True
+                        runner.task.cancel()
+                await asyncio.wait(pending, timeout=1.0)
                 return
             rids = [r.request_id for r in runners if r.request_id is not None]
             if rids:
@@ -314,7 +335,9 @@ class RolloutOrchestrator:
 
     def _release_envs(self, group: GroupRun) -> None:
         for runner in group.runners:
-            if runner.finished and runner.env is not None and (runner.task is None or runner.task.done()):
+            if runner.env_abandoned:  # a call on it may still run on a worker thread: never hand it out again
+                runner.env = None
+            elif runner.finished and runner.env is not None and (runner.task is None or runner.task.done()):
                 self._idle_envs.append(runner.env)
                 runner.env = None
 
@@ -362,8 +385,9 @@ class RolloutOrchestrator:
 
     async def close(self) -> None:
         """Stop in-flight episodes (their state is in the buffer as of the last boundary) and close envs."""
-        await self._stop_runners([r for g in self._groups for r in g.runners])
-        envs = self._idle_envs + [r.env for g in self._groups for r in g.runners if r.env is not None]
+        runners = [r for g in self._groups for r in g.runners]
+        await self._stop_runners(runners, give_up_s=CLOSE_WAIT_S)
+        envs = self._idle_envs + [r.env for r in runners if r.env is not None and not r.env_abandoned]
         self._idle_envs, self._groups = [], []
         for env in envs:
             try:

@@ -27,8 +27,10 @@ from agentrl.env import MultiTurnEnv, hack_flags
 from agentrl.env_contract import checked_reset, checked_step
 from agentrl.errors import EngineError, EnvContractError
 from agentrl.ledger import TokenLedger
+from agentrl.rollout.env_threads import SLOW_ENV_NOTICE_S, EnvTimeoutError, wait_env_call
 from agentrl.rollout.metrics import RolloutMetrics
 from agentrl.rollout.replay import as_recorded
+from agentrl.rollout.tracebacks import TracebackLog
 from agentrl.trajectory import Episode, TurnRecord
 
 FINISHED = ("complete", "truncated", "failed")
@@ -45,6 +47,9 @@ class RunContext:
     assembler: ChatAssembler
     executor: Executor
     metrics: RolloutMetrics
+    step_timeout_s: float | None = None  # env.step_timeout_s: an env call running longer fails its episode
+    notice_s: float = SLOW_ENV_NOTICE_S  # say so while an env call runs this long
+    tracebacks: TracebackLog | None = None  # where an env's traceback is kept (the run directory)
 
 
 class EpisodeRunner:
@@ -60,6 +65,7 @@ class EpisodeRunner:
         self.idle_aborts = 0  # engine-side aborts in a row that returned no token
         self.failure_source: str | None = None  # "env", "engine" or "ledger" when the episode failed
         self.env_method = ""  # the env method called last: a failure names it
+        self.env_abandoned = False  # an env call timed out: its thread may still run, so the env is never reused
         # The env's cap on the next reply (info max_new_tokens of reset or the last step); the open turn's
         # record keeps it in its own field, so a reply resumed in another job keeps its budget.
         self.turn_cap: int | None = None
@@ -101,23 +107,36 @@ class EpisodeRunner:
         self.failure_source = source
         self.episode.status = "failed"
         where = ""
-        if source == "env" and self.env_method and not isinstance(exc, EnvContractError):  # that one names it
-            where = f"{type(self.env).__name__}.{self.env_method} raised "
+        if source == "env" and self.env_method and not isinstance(exc, (EnvContractError, EnvTimeoutError)):
+            where = f"{type(self.env).__name__}.{self.env_method} raised "  # those two name the method themselves
         self.episode.error = f"{source}: {where}{type(exc).__name__}: {exc}"
+        if source == "env" and self.ctx.tracebacks is not None and not isinstance(exc, EnvTimeoutError):
+            saved = self.ctx.tracebacks.keep(exc, self.episode)
+            self.episode.error += f" (traceback: {saved})"
         self.ctx.metrics.failed += 1
 
     async def _call_env(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call env.<name>: its async variant ``a<name>`` when present, else in the thread pool."""
         self.failure_source, self.env_method = "env", name
         started = time.perf_counter()
+        what = (
+            f"{type(self.env).__name__}.{name} (episode {self.episode.episode_id[:8]}, task {self.episode.task_id!r})"
+        )
         try:
             async_fn = getattr(self.env, f"a{name}", None)
             if async_fn is not None and inspect.iscoroutinefunction(async_fn):
-                return await async_fn(*args, **kwargs)
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self.ctx.executor, functools.partial(getattr(self.env, name), *args, **kwargs)
-            )
+                call = async_fn(*args, **kwargs)
+            else:
+                call = asyncio.get_running_loop().run_in_executor(
+                    self.ctx.executor, functools.partial(getattr(self.env, name), *args, **kwargs)
+                )
+            return await wait_env_call(call, what, timeout_s=self.ctx.step_timeout_s, notice_s=self.ctx.notice_s)
+        except EnvTimeoutError:
+            self.env_abandoned = True
+            abandon = getattr(self.ctx.executor, "abandon", None)
+            if abandon is not None:  # the stuck worker no longer counts against the pool's size
+                abandon()
+            raise
         finally:
             self.ctx.metrics.env_time_s += time.perf_counter() - started
 

@@ -23,6 +23,7 @@ from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset
 from agentrl.rollout.orchestrator import RolloutOrchestrator
 from agentrl.rollout.runner import EnvFactory
+from agentrl.rollout.tracebacks import TracebackLog
 
 
 def env_factory_for(cfg: RunConfig, split: str | None = None) -> EnvFactory:
@@ -93,6 +94,7 @@ def build_rollout_stack(
     env_factory = env_factory_for(cfg)
     probe = env_factory()
     try:
+        probe.tool_schemas()  # a tool no JSON schema describes fails here, before the engine loads the model
         dataset = TaskDataset.from_env(probe, seed=cfg.rollout.seed, epochs=epochs, num_tasks=num_tasks)
     finally:
         probe.close()
@@ -113,6 +115,8 @@ def build_rollout_stack(
             dataset=dataset,
             buffer=buffer,
             group_filter=signal_filter(cfg.algorithm),
+            step_timeout_s=cfg.env.step_timeout_s,
+            tracebacks=TracebackLog(run_dir),
         )
     except BaseException:
         if buffer is not None:

@@ -24,7 +24,7 @@ from agentrl.engines.transport import SharedStorageTransport, WeightTransport
 from agentrl.errors import CheckpointError
 from agentrl.heap import trim_heap
 from agentrl.models.loading import set_activation_checkpointing
-from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
+from agentrl.rollout.stack import build_rollout_stack, env_factory_for, load_run_tokenizer
 from agentrl.rundir import new_run_dir
 from agentrl.trainer.async_loop import engine_threads, run_async_loop, threads_for
 from agentrl.trainer.batch import build_rows
@@ -40,7 +40,9 @@ from agentrl.trainer.distributed import (
 from agentrl.trainer.heldout import heldout_eval, summary_lines
 from agentrl.trainer.interrupt import StopSignals, TrainingStopped
 from agentrl.trainer.logprobs import PolicyLogprobs
+from agentrl.trainer.preflight import check_tools
 from agentrl.trainer.reporting import RunReporter
+from agentrl.trainer.resume import resume_command, save_resolved_config
 from agentrl.trainer.seeding import SeededEngine
 from agentrl.trainer.step_end import StepOutcome, end_step
 from agentrl.trainer.sync import session_transport, sync_weights
@@ -113,6 +115,10 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         restore_buffer(ckpt, run_dir)
     if dist.is_main and ckpt is None:
         write_run_meta(run_dir, cfg)
+    if dist.is_main:  # what a bare --resume continues with (after an accepted change: the new config)
+        save_resolved_config(run_dir, cfg)
+    if dist.is_main:  # a tool no JSON schema describes fails now, not after the model has loaded
+        check_tools(env_factory_for(cfg)(), cfg.env.id)
     tokenizer = load_run_tokenizer(cfg)
     lm, policy = _load_policy(cfg, ckpt.model_dir if ckpt else cfg.model.path, dist)
     updater = PolicyUpdater(
@@ -251,7 +257,7 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
         engine_threads(session, cores)  # an in-process engine runs alone until an async update overlaps it
     before: dict[str, float] = {}
     after: dict[str, float] = {}
-    signals = StopSignals(resume_hint=f"Resume with: agentrl train CONFIG --resume {run_dir}")
+    signals = StopSignals(resume_hint=f"Resume with: {resume_command(run_dir)}")
     boundaries = StepBoundaries(cfg.trainer, dist, signals)
     stopped = False
     with signals:  # a signal outside the step loop aborts at once (agentrl/trainer/interrupt.py)
@@ -286,7 +292,7 @@ def _stopped(step: int, signals: StopSignals, run_dir: Path, dist: DistInfo) -> 
     why = signals.requested or "a stop signal on another rank"
     text = (
         f"stopped after step {step} on {why}; checkpoint {run_dir / 'checkpoints' / f'step_{step:06d}'}. "
-        f"Resume with: agentrl train CONFIG --resume {run_dir}"
+        f"Resume with: {resume_command(run_dir)}"
     )
     if dist.is_main:
         print(f"[train] {text}", flush=True)

@@ -9,8 +9,14 @@ it checked against the env contract. The first failure raises the component's ow
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import warnings
+from collections.abc import Callable
 
 from agentrl.config.run import RunConfig
+from agentrl.env import MultiTurnEnv
+from agentrl.errors import PreflightError
+from agentrl.tools import ToolDocWarning
 
 
 def check_model(cfg: RunConfig) -> list[str]:
@@ -31,6 +37,23 @@ async def check_engine(cfg: RunConfig) -> list[str]:
     return await cfg.engine.preflight(cfg.model)
 
 
+def check_tools(env: MultiTurnEnv, env_id: str) -> list[str]:
+    """Build the schemas of ``env``'s tools as a run would, then close it.
+
+    A type no schema describes raises a one-line ConfigError naming the tool and parameter; a
+    docstring ``Args:`` entry naming no parameter becomes a ``warning:`` line.
+    """
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ToolDocWarning)
+            schemas = env.tool_schemas()
+    finally:
+        env.close()
+    names = ", ".join(s.get("function", {}).get("name", "?") for s in schemas)
+    lines = [f"warning: {w.message}" for w in caught if issubclass(w.category, ToolDocWarning)]
+    return [f"env {env_id}: tool schemas built ({names})" if schemas else f"env {env_id}: no tools", *lines]
+
+
 def check_env(cfg: RunConfig) -> list[str]:
     """Build one environment, let it check its own resources (``MultiTurnEnv.preflight``), then run one real turn.
 
@@ -43,13 +66,33 @@ def check_env(cfg: RunConfig) -> list[str]:
 
     env = env_factory_for(cfg)()
     try:
-        lines = env.preflight()
+        lines = check_tools(env_factory_for(cfg)(), cfg.env.id)
+        lines += env.preflight()
         tasks = env.task_ids()
         first = tasks[0] if tasks else "0"  # the dataset's ids for an env without a task set
-        turn = probe_turn(env, first, task_seed(first))
+        turn = _bounded(lambda: probe_turn(env, first, task_seed(first)), cfg)
     finally:
         env.close()
     return [f"env {cfg.env.id}: {len(tasks) or 'seeded'} tasks", *lines, f"env {cfg.env.id}: {turn}"]
+
+
+PROBE_LIMIT_S = 60.0  # the dry run's bound on its one probe turn when env.step_timeout_s sets none
+
+
+def _bounded(probe: Callable[[], str], cfg: RunConfig) -> str:
+    """``probe()`` on a daemon thread; PreflightError when it does not return in time (a blocking env)."""
+    from agentrl.rollout.env_threads import DaemonThreadPool
+
+    limit = cfg.env.step_timeout_s or PROBE_LIMIT_S
+    with DaemonThreadPool(1, thread_name_prefix="agentrl-preflight") as pool:
+        try:
+            return pool.submit(probe).result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            raise PreflightError(
+                f"env {cfg.env.id}: one turn (reset, then one step) did not return within {limit:g} s; a training "
+                "step would hang the same way. Find what reset/step waits on (input(), a lock, a service), or set "
+                "env.step_timeout_s above what one call needs"
+            ) from None
 
 
 def preflight(cfg: RunConfig) -> list[str]:

@@ -47,3 +47,28 @@ def test_engine_backend_walkthrough_runs_as_written(tiny_model_dir: Path, tmp_pa
     assert "engine.kind: unknown engine kind 'recordin' -> Did you mean 'recording'?" in done.stdout
     records = (tmp_path / "requests.jsonl").read_text().splitlines()
     assert len(records) == 1 and '"finish_reason": "length"' in records[0]
+
+
+def test_the_agentrl_command_imports_engine_modules_from_the_working_directory(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The doc once said the working directory is not on the import path; it is, for every import_modules."""
+    text = DOC.read_text(encoding="utf-8")
+    assert "does not put the working" not in " ".join(text.split())
+    blocks = section_blocks(text, SECTION)
+    (tmp_path / "my_engines.py").write_text(blocks["python"][0], encoding="utf-8")
+    (tmp_path / "recording.yaml").write_text(blocks["yaml"][0], encoding="utf-8")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny").symlink_to(tiny_model_dir, target_is_directory=True)
+    agentrl = Path(sys.executable).parent / "agentrl"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(agentrl), "train", "recording.yaml", "--dry-run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert "my_engines" not in done.stderr, done.stderr[-2000:]
+    assert "engine recording" in done.stdout or done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])

@@ -63,3 +63,24 @@ def test_the_sandbox_api_is_linked_from_the_tutorial() -> None:
     text = DOC.read_text(encoding="utf-8")
     links = re.findall(r"\]\(([^)]*sandboxes/README\.md)\)", text)
     assert links and all((DOC.parent / link).resolve().is_file() for link in links), links
+
+
+def test_the_first_run_section_says_what_to_expect_and_its_warmup_command_parses() -> None:
+    """A newcomer's first run learned nothing (0 valid tool calls): the doc says so and how to get signal."""
+    import shlex
+
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("## Your first run") : text.index("## Rewards: per turn and outcome")]
+    flat = " ".join(section.split())
+    assert "0 valid tool calls" in flat and "Partial credit for well-formed calls" in flat
+    assert "env.step_timeout_s" in flat and "agentrl train --resume RUN_DIR" in flat and "env_errors/" in flat
+    command = next(
+        line.strip(" `") for line in section.splitlines() if "scripts/warmup_sft.py" in line and "--out" in line
+    )
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from warmup_sft import parse_args
+    finally:
+        sys.path.pop(0)
+    args = parse_args(shlex.split(command)[2:])  # every flag the doc shows exists
+    assert args.env == "my_envs:Adventure" and args.chats == Path("chats.jsonl")

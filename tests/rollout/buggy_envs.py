@@ -43,3 +43,13 @@ class WrongTuple(_Quiz):
 
 class Healthy(_Quiz):
     """The same quiz without a bug (the control)."""
+
+
+class StepBlocks(_Quiz):
+    """``step`` blocks for ever (it waits on something that never comes, like ``input()`` in a job)."""
+
+    def step(self, action: str) -> StepResult:
+        import threading
+
+        threading.Event().wait()
+        raise AssertionError("unreachable")

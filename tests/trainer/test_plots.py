@@ -23,3 +23,56 @@ def test_legend_labels_are_distinct_within_each_panel() -> None:
         assert len(set(labels)) == len(labels), (title, labels)
     assert _label("eval/test_kinds/pass@1") == "test_kinds"
     assert _label("audit/abs_mean") != _label("mismatch/abs_mean")
+
+
+def _three_steps() -> list[dict[str, float]]:
+    """A newcomer's 3-step run: step 2 trained nothing (every group had equal rewards), no held-out eval, sync mode,
+    a text env reporting its own reward components and no code actions."""
+    history = []
+    for step in (1, 2, 3):
+        trained = step != 2
+        history.append(
+            {
+                "step": step,
+                "episode/reward_mean": -0.5,
+                "episode/reward_std": 0.1,
+                "episode/reward_format": -1.0,
+                "episode/reward_rooms": 0.1 * step,
+                "episode/success_rate": 0.0,
+                "episode/turns_mean": 6.0,
+                "train/entropy": 7.6 if trained else 0.0,
+                "train/abs_log_s_mean": 1e-4 if trained else 0.0,
+                "train/clip_frac_seq": 0.01 if trained else 0.0,
+                "train/optimizer_steps": 1.0 if trained else 0.0,
+                "train/token_lag_mean": 0.0,
+                "train/token_lag_max": 0.0,
+            }
+        )
+    return history
+
+
+def test_only_measured_metrics_are_drawn_and_unmeasured_steps_are_gaps() -> None:
+    import math
+
+    import matplotlib.pyplot as plt
+
+    from agentrl.trainer.plots import COMPONENTS, make_figure, panels_for
+
+    history = _three_steps()
+    shown, empty = panels_for(history)
+    titles = [title for title, _ in shown]
+    assert dict(shown)[COMPONENTS] == ["episode/reward_format", "episode/reward_rooms"]
+    assert "turns per episode" in titles and "entropy" in titles
+    assert "agent behaviour" not in titles and "held-out pass@1" in empty and "async: busy seconds" in empty
+    fig = make_figure(history)
+    try:
+        by_title = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+        entropy = by_title["entropy"].lines[0].get_ydata()
+        assert entropy[0] == 7.6 and math.isnan(entropy[1]) and entropy[2] == 7.6  # a gap, not 7.6 -> 0 -> 7.6
+        notes = [t.get_text() for t in by_title["entropy"].texts]
+        assert notes == ["not measured (nothing trained): step 2"]
+        ticks = by_title["reward"].get_xticks()
+        assert all(float(t).is_integer() for t in ticks)  # 1, 2, 3: not 1.0, 1.5, ...
+        assert any("not measured in this run: " in t.get_text() for t in fig.texts)
+    finally:
+        plt.close(fig)

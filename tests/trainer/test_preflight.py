@@ -118,3 +118,45 @@ def test_env_preflight_failure_stops_the_dry_run(tiny_model_dir: Path, monkeypat
     monkeypatch.setattr(MultiTurnEnv, "preflight", broken)
     with pytest.raises(PreflightError, match="docker_setup"):
         preflight(_cfg(tiny_model_dir))
+
+
+def test_dry_run_builds_the_env_tool_schemas(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool typed with the env's own class failed only after the model loaded, as a long pydantic traceback."""
+    from agentrl.errors import ConfigError
+
+    (tmp_path / "room_tools_env.py").write_text(
+        "from agentrl.env import MultiTurnEnv, user\n"
+        "class Room:\n    pass\n"
+        "def go(where: str) -> str:\n    '''Go.\n\n    Args:\n        were: Where to (a stale name).\n    '''\n"
+        "    return where\n"
+        "def enter(room: Room) -> str:\n    '''Enter a room.'''\n    return 'in'\n"
+        "class Good(MultiTurnEnv):\n    tools = (go,)\n"
+        "    def reset(self, *, seed=None, options=None):\n        super().reset(seed=seed)\n"
+        "        return [user('Where?')], {}\n"
+        "    def step(self, action):\n        return [], 0.0, True, False, {}\n"
+        "class Bad(Good):\n    tools = (go, enter)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    lines = preflight(_cfg(tiny_model_dir, "env.id=room_tools_env:Good", "env.kwargs={}"))
+    assert "env room_tools_env:Good: tool schemas built (go)" in lines
+    assert any(line.startswith("warning: tool 'go': its docstring's Args: documents 'were'") for line in lines)
+    with pytest.raises(ConfigError, match="^tool 'enter' parameter 'room' is typed Room, which has no JSON schema"):
+        preflight(_cfg(tiny_model_dir, "env.id=room_tools_env:Bad", "env.kwargs={}"))
+
+
+def test_dry_run_bounds_its_probe_turn_of_an_env_whose_step_blocks(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "blocking_env.py").write_text(
+        "import threading\n"
+        "from agentrl.env import MultiTurnEnv, user\n"
+        "class Blocks(MultiTurnEnv):\n"
+        "    def reset(self, *, seed=None, options=None):\n        super().reset(seed=seed)\n"
+        "        return [user('Go.')], {}\n"
+        "    def step(self, action):\n        threading.Event().wait()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PreflightError, match=r"one turn \(reset, then one step\) did not return within 1 s"):
+        preflight(_cfg(tiny_model_dir, "env.id=blocking_env:Blocks", "env.kwargs={}", "env.step_timeout_s=1"))
