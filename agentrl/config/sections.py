@@ -9,10 +9,11 @@ from __future__ import annotations
 import importlib
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_validator
+from pydantic import BaseModel, Field, SerializeAsAny, field_validator
 from pydantic_core import PydanticCustomError
 
 from agentrl.config.base import StrictModel
+from agentrl.config.evaluation import EvalConfig, SplitEval
 from agentrl.config.offpolicy import ISCorrection, NoCorrection, OffPolicy, Proximal
 from agentrl.config.plugins import PluginSettings
 from agentrl.config.problems import Problem
@@ -26,6 +27,7 @@ __all__ = [
     "TrainerConfig",
     "LoggingConfig",
     "EvalConfig",
+    "SplitEval",
 ]
 
 
@@ -330,76 +332,3 @@ class LoggingConfig(StrictModel):
     )
     progress: bool = Field(True, description="Show the rich progress bar with live metrics.")
     plot_every: int = Field(1, ge=1, description="Refresh the PNG plots every N steps.")
-
-
-class SplitEval(StrictModel):
-    """How one held-out split is evaluated where it differs from the eval section's ``samples``/``temperature``."""
-
-    samples: int | None = Field(None, ge=1, description="Episodes per task on this split (None: eval.samples).")
-    temperature: float | None = Field(
-        None, ge=0.0, description="Sampling temperature on this split; 0 = greedy (None: eval.temperature)."
-    )
-
-
-class EvalConfig(StrictModel):
-    """Held-out evaluation run by ``agentrl train`` before the first and after the last step (and every N steps)."""
-
-    splits: list[str] = Field(
-        default_factory=list,
-        description="Values of env.kwargs.split to evaluate on (e.g. [test_kinds, test_instances]); empty: no "
-        "evaluation.",
-    )
-    samples: int = Field(1, ge=1, description="Episodes per held-out task (n of pass@k).")
-    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of evaluation episodes; 0 = greedy.")
-    max_tasks: int | None = Field(None, ge=1, description="Evaluate only the first N tasks of each split (None: all).")
-    concurrency: int = Field(32, ge=1, description="Evaluation episodes in flight at once.")
-    every_steps: int | None = Field(
-        None,
-        ge=1,
-        description="Also evaluate after every N-th training step (a learning curve; paired like before/after, "
-        "so keep it small with max_tasks); None: only before and after.",
-    )
-    per_split: dict[str, SplitEval] = Field(
-        default_factory=dict,
-        description="Settings for single splits, e.g. {test_kinds: {samples: 8, temperature: 0.7}}: sampled pass@1 "
-        "from many samples where greedy decoding hides a change, greedy where one episode per task suffices.",
-    )
-
-    @model_validator(mode="after")
-    def _per_split_names_evaluated_splits(self) -> EvalConfig:
-        unknown = sorted(set(self.per_split) - set(self.splits))
-        if unknown and self.splits:  # eval.splits=[] turns evaluation off; its per-split settings then wait unused
-            raise PydanticCustomError(
-                "eval_per_split",
-                "{message}",
-                {
-                    "message": f"eval.per_split names {unknown}, which eval.splits {self.splits} does not evaluate",
-                    "fix": "add the split to eval.splits or remove its entry from eval.per_split",
-                },
-            )
-        for split in self.splits:
-            samples, temperature = self.samples_for(split), self.temperature_for(split)
-            if samples > 1 and temperature == 0.0:
-                raise PydanticCustomError(
-                    "eval_greedy_samples",
-                    "{message}",
-                    {
-                        "message": f"split {split!r} asks for {samples} greedy samples per task: greedy episodes "
-                        "of a task are identical, so they cost time and add nothing",
-                        "fix": "set its samples to 1, or a temperature above 0 for sampled pass@1",
-                    },
-                )
-        return self
-
-    def samples_for(self, split: str) -> int:
-        """Episodes per task on ``split``."""
-        return self._setting(split, "samples")
-
-    def temperature_for(self, split: str) -> float:
-        """Sampling temperature on ``split`` (0 = greedy)."""
-        return self._setting(split, "temperature")
-
-    def _setting(self, split: str, name: str) -> Any:
-        """``per_split[split].<name>`` where set, else the section's own ``<name>``."""
-        value = getattr(self.per_split.get(split), name, None)
-        return getattr(self, name) if value is None else value
