@@ -37,6 +37,9 @@ NON_ROOT_UID = 65532  # not the judge's 65533, not the containers' 65534
 BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
 # A process sandbox without namespaces: what a non-root trainer gets where unshare fails (an unprivileged container).
 NO_USERNS = {"backend": "process", "isolate_network": False}
+# The landed sandbox's view (before issue 30's minimal root): no jail, no user namespace, the trainer's /proc in
+# reach. The proofs on the landed grader and the forced-grading test use it; the jail alone would stop the attack.
+NO_JAIL = {**NO_USERNS, "private_root": False}
 ATTACK = {attack.name: attack for attack in ATTACKS}
 
 
@@ -163,7 +166,7 @@ def test_judge_pipe_forgery_beat_the_landed_grader_as_a_non_root_trainer(
     easy: CodingTask, landed: str, tmp_path: Path
 ) -> None:
     out = run_attack(
-        attack_source("judge_pipe_forgery", easy), easy, tmp_path, landed=landed, non_root=True, sandbox=NO_USERNS
+        attack_source("judge_pipe_forgery", easy), easy, tmp_path, landed=landed, non_root=True, sandbox=NO_JAIL
     )
     assert out["raised"] is None and out["fraction"] == 1.0 and out["flags"] == [], out
 
@@ -182,7 +185,7 @@ def test_forged_frames_are_tampering_even_where_the_sandbox_can_write_the_judges
 ) -> None:
     # Told the code is trusted, a non-root trainer grades anyway: the frames reach the relay and fail authentication.
     solution = attack_source("judge_pipe_forgery", easy)
-    out = run_attack(solution, easy, tmp_path, non_root=True, sandbox=NO_USERNS, require_host_isolation=False)
+    out = run_attack(solution, easy, tmp_path, non_root=True, sandbox=NO_JAIL, require_host_isolation=False)
     assert out["raised"] is None and out["fraction"] == 0.0, out
     assert ["channel_tampering", "host"] in out["flags"], out
     assert any("judge channel" in error for error in out["errors"]), out
