@@ -104,9 +104,9 @@ async def _generate(request: web.Request) -> web.Response:
     started = time.monotonic()
     try:
         body = await _read_json(request)
-        if body.get("stream"):
-            raise EngineError("stream=true is not supported by agentrl serve; send a non-streaming request")
         batch, prompts = _as_batch(body, engine)
+        if body.get("stream") and batch:
+            raise EngineError("stream=true with a batch is not supported by agentrl serve; send one prompt per request")
         params = [
             sampling_from_json(p)
             for p in _per_item(body.get("sampling_params"), len(prompts), "sampling_params", batch)
@@ -133,7 +133,21 @@ async def _generate(request: web.Request) -> web.Response:
     latency = time.monotonic() - started
     want_logprob = bool(body.get("return_logprob"))
     replies = [reply_json(r, return_logprob=want_logprob, text=_text(engine, r), latency_s=latency) for r in results]
+    if body.get("stream"):
+        return await _stream_once(request, replies[0])
     return web.json_response(replies if batch else replies[0])
+
+
+async def _stream_once(request: web.Request, reply: dict[str, Any]) -> web.StreamResponse:
+    """SGLang's SSE framing (``data: <json>``, then ``data: [DONE]``) with the whole reply as its one chunk: the
+    engine returns finished requests only, so a streaming client (SGLang's benchmark client by default) works
+    but sees the first token when the last one arrives (its TTFT is the request's latency)."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    await response.write(b"data: " + json.dumps(reply).encode() + b"\n\n")
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 def _text(engine: EmbeddedEngine, result: GenerateResult) -> str:
