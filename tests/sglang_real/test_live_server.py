@@ -286,14 +286,14 @@ def test_router_over_two_real_servers(server: LiveServer, llama_dir: Path, tmp_p
                 return [lines, results]
 
             lines, results = asyncio.run(body())
+            versions = [get_json(worker + "/model_info")[1]["weight_version"] for worker in (server.url, second.url)]
         finally:
             router.terminate()
             router.wait(timeout=30)
+    assert versions == ["9", "9"]
     assert any("sglang-router over 2 worker(s)" in line for line in lines)
     assert all(r.finish_reason == "abort" and len(r.output_ids) < 3000 for r in results)
     assert all(set(r.token_versions()) <= {9} for r in results)
-    for worker in (server.url, second.url):
-        assert get_json(worker + "/model_info")[1]["weight_version"] == "9"
 
 
 def _start_router(workers: list[str]) -> tuple[subprocess.Popen[bytes], str]:
