@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=${AGENTRL_SGLANG_CPU:-../shared/sglang-cpu}
-VENV=.venv-sglang
+VENV=${AGENTRL_SGLANG_VENV:-.venv-sglang}  # the tests point it elsewhere
 PY=${PYTHON_SGLANG:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 
