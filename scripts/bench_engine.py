@@ -8,9 +8,13 @@
 3. the same 64 requests through ``agentrl serve`` over HTTP (SGLangEngine) vs in process;
 4. multi-turn episodes (each turn resubmits the whole history): prefix cache on vs off;
 5. prompts behind one long common head (a tool-use system prompt; G copies of each prompt): prefix
-   sharing on vs off.
+   sharing on vs off;
+6. with ``--sglang-real``: SGLang 0.5.23's real CPU server beside ``agentrl serve`` (scripts/bench_servers.py):
+   decode tokens/s at batch 1, 8 and 24, prefix reuse on multi-turn episodes, abort latency; the tiny model is
+   then built with the llama architecture (SGLang's CPU build runs it). ``--servers-only`` runs just this part.
 
 Usage: .venv/bin/python scripts/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
+       [--sglang-real [--servers-only]]
 """
 
 from __future__ import annotations
@@ -277,6 +281,8 @@ def parse_args() -> argparse.Namespace:
         "--hf-forward", action="store_true", help="run the in-process engine on HF's forward (A/B of the lean path)"
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--sglang-real", action="store_true", help="add SGLang's real CPU server as a contender")
+    parser.add_argument("--servers-only", action="store_true", help="with --sglang-real: only the server contenders")
     return parser.parse_args()
 
 
@@ -319,7 +325,10 @@ def main() -> None:
     if model_dir is None:
         from agentrl.models.tiny import make_tiny_model
 
-        model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")))
+        arch = "llama" if args.sglang_real else "qwen3"
+        model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")), architecture=arch)
+    if args.sglang_real and args.servers_only:
+        return report_and_write(args, {"model": str(model_dir), "servers": servers(model_dir, args)})
     proc, url = start_server(model_dir, args.threads, args.batch)
     engine = EmbeddedEngine.from_pretrained(model_dir, config=EmbeddedEngineConfig(max_batch_size=args.batch, seed=0))
     if args.hf_forward:
@@ -345,6 +354,21 @@ def main() -> None:
         **summarise(rounds),
     }
     report.update(multi_turn_and_shared_head(args, multi, shared))
+    if args.sglang_real:
+        report["servers"] = servers(model_dir, args)
+    report_and_write(args, report)
+
+
+def servers(model_dir: Path, args: argparse.Namespace) -> dict[str, object]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_servers import server_contenders
+    from transformers import AutoConfig
+
+    vocab = min(AutoConfig.from_pretrained(model_dir).vocab_size, 2000)
+    return server_contenders(model_dir, args.threads, args.new_tokens, args.turns, vocab)
+
+
+def report_and_write(args: argparse.Namespace, report: dict[str, object]) -> None:
     report["machine"] = {
         "platform": platform.platform(),
         "cpu": _cpu_model(),

@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup_test_deps.sh  # what only the tests need (TRL, SGLang's source and CPU server, OpenEnv venv)
 if [ -f scripts/docker_setup.sh ]; then
   if ! bash scripts/docker_setup.sh; then
     if [ "${CI:-}" = "true" ]; then

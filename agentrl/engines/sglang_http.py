@@ -18,6 +18,7 @@ from typing import Any
 from agentrl.engines.base import GenerateResult, LogprobSemantics, ModelIdentity, SamplingParams, new_request_id
 from agentrl.engines.routing import ServerPicker
 from agentrl.engines.sglang_config import SGLangEngineConfig
+from agentrl.engines.sglang_session import weight_update_session
 from agentrl.engines.sglang_settings import INVISIBLE_SETTINGS, ServerSettings, check_request
 from agentrl.engines.sglang_topology import Entry, discover, list_router_workers, read_workers
 from agentrl.engines.sglang_transport import CONTROL_TIMEOUT_S, HttpTransport, ServerDown, error_text
@@ -206,8 +207,9 @@ class SGLangEngine:
 
     async def update_weights(self, source: Mapping[str, Any] | str | Path, version: int) -> None:
         """Load new weights on every worker as ``version``: a directory (or a state dict written to
-        ``engine.weights_dir``) via /update_weights_from_disk, or tensors via /update_weights_from_tensor
-        when ``engine.weight_sync == "tensor"`` (colocated, same host; one payload per TP rank)."""
+        ``engine.weights_dir``) via /update_weights_from_disk, or tensors via /update_weights_from_tensor inside a
+        /begin_weight_update ... /end_weight_update session when ``engine.weight_sync == "tensor"`` (colocated,
+        same host; one payload per TP rank)."""
         await self._probe(refresh=True)  # a router may have gained or lost workers since the last update
         body: dict[str, Any] = {
             "weight_version": version_to_wire(version),
@@ -224,7 +226,8 @@ class SGLangEngine:
                     payloads = await asyncio.to_thread(shared.payloads, self.settings[url].tp_size)
                     calls.append((url, {**body, "serialized_named_tensors": payloads, "flush_cache": True}))
                 route, what = "/update_weights_from_tensor", f"{len(source)} tensors"
-                replies = await asyncio.gather(*(self.http.call("POST", u, route, b, timeout) for u, b in calls))
+                async with weight_update_session(self.http, self.workers, timeout):  # SGLang 0.5.23 needs one
+                    replies = await asyncio.gather(*(self.http.call("POST", u, route, b, timeout) for u, b in calls))
             finally:
                 shared.close()
         else:

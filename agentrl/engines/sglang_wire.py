@@ -126,6 +126,8 @@ def reply_json(result: GenerateResult, *, return_logprob: bool, text: str, laten
         ],
         "e2e_latency": latency_s,
     }
+    if result.finish_reason == "abort" and result.extra.get("message") in QUEUED_ABORT_MESSAGES:
+        del meta["prompt_tokens"]  # SGLang's queued-abort reply has none (clients must not rely on it)
     if return_logprob:
         meta["output_token_logprobs"] = [[lp, tok, None] for lp, tok in zip(result.logprobs, result.output_ids)]
         meta["output_token_logprobs_length"] = len(result.output_ids)

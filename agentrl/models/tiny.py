@@ -10,6 +10,7 @@ import inspect
 import json
 import random
 from pathlib import Path
+from typing import Literal
 
 CHATML_TEMPLATE = (
     "{%- for message in messages %}"
@@ -67,18 +68,28 @@ def build_tokenizer(vocab_size: int = 2048):
 
 
 def make_tiny_model(
-    out_dir: str | Path, *, hidden_size: int = 64, num_layers: int = 2, vocab_size: int = 2048, seed: int = 0
+    out_dir: str | Path,
+    *,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    vocab_size: int = 2048,
+    seed: int = 0,
+    architecture: Literal["qwen3", "llama"] = "qwen3",
 ) -> Path:
-    """Write a random-weight Qwen3 model with a ChatML tokenizer to ``out_dir``; returns the path."""
+    """Write a random-weight Qwen3 (or Llama: SmolLM2's architecture, which SGLang's CPU server runs) model
+    with a ChatML tokenizer to ``out_dir``; returns the path."""
     import torch
-    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(vocab_size)
     eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
     pad_id = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = Qwen3Config(
+    config_class, model_class = (
+        (LlamaConfig, LlamaForCausalLM) if architecture == "llama" else (Qwen3Config, Qwen3ForCausalLM)
+    )
+    config = config_class(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,
@@ -94,9 +105,11 @@ def make_tiny_model(
         torch_dtype="float32",
     )
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config)
+    model = model_class(config)
     model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    (out / "agentrl_model.json").write_text(json.dumps({"kind": "tiny", "seed": seed}) + "\n")
+    (out / "agentrl_model.json").write_text(
+        json.dumps({"kind": "tiny", "seed": seed, "architecture": architecture}) + "\n"
+    )
     return out

@@ -166,3 +166,33 @@ def test_sglang_client_sends_tensors_when_colocated(
         asyncio.run(inner.close())
     assert inner.weight_version == 7 and result.token_versions() == [7] * 12
     _assert_matches(model, result)
+
+
+def test_tensor_updates_need_a_weight_update_session_as_in_sglang(
+    tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path]
+) -> None:
+    """agentrl serve refuses /update_weights_from_tensor outside /begin_weight_update ... /end_weight_update with
+    SGLang 0.5.23's HTTP 400; the client opens the session, and closes one a dead trainer left open."""
+    model, _ = perturbed
+    inner = build_embedded(tiny_model_dir)
+    try:
+        with ServedEngine(inner) as served:
+            client = SGLangEngine(SGLangEngineConfig(urls=[served.url], weight_sync="tensor"))
+
+            async def body() -> tuple[Any, ...]:
+                http = client.http
+                bare = await http.call("POST", served.url, "/update_weights_from_tensor", {"weight_version": "3"})
+                stray_end = await http.call("POST", served.url, "/end_weight_update", {})
+                left_open = await http.call("POST", served.url, "/begin_weight_update", {})  # a trainer died here
+                await client.update_weights(model.state_dict(), version=2)
+                closed = await http.call("POST", served.url, "/end_weight_update", {})
+                return bare, stray_end, left_open, closed, await client.generate(PROMPT, GREEDY)
+
+            bare, stray_end, left_open, closed, result = run_async(client, body)
+    finally:
+        asyncio.run(inner.close())
+    assert bare[0] == 400 and "must run between begin_weight_update() and end_weight_update()" in bare[1]["message"]
+    assert stray_end[0] == 400 and left_open == (200, {"success": True, "message": "Success"})
+    assert closed[0] == 400, "the client must close the session it opened"
+    assert inner.weight_version == 2 and result.token_versions() == [2] * 12
+    _assert_matches(model, result)

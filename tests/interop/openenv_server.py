@@ -1,4 +1,4 @@
-"""Start the test OpenEnv servers (tests/interop/openenv_app.py) in the OpenEnv venv made by scripts/setup.sh.
+"""Start the test OpenEnv servers (tests/interop/openenv_app.py) in the OpenEnv venv (scripts/setup_test_deps.sh).
 
 The ``openenv`` package pins fastmcp<4 (so mcp<2) while verifiers pins mcp==2.0.0: the server runs in
 its own venv and process, as it would in its own container in production.
@@ -22,7 +22,7 @@ def openenv_python() -> Path:
     """The OpenEnv venv's interpreter ($AGENTRL_OPENENV_PYTHON, else .venv-openenv); skips when absent."""
     python = Path(os.environ.get("AGENTRL_OPENENV_PYTHON", ROOT / ".venv-openenv" / "bin" / "python"))
     if not python.exists():
-        pytest.skip(f"no OpenEnv venv at {python}: run scripts/setup.sh (it installs openenv into .venv-openenv)")
+        pytest.skip(f"no OpenEnv venv at {python}: run scripts/setup_test_deps.sh (it makes .venv-openenv)")
     return python
 
 

@@ -1,5 +1,5 @@
-"""SGLang 0.5.23's own code, installed ``--no-deps`` by scripts/setup.sh into ``.venv/sglang-0.5.23`` (with
-triton, which ``import sglang`` needs, and the few modules the code below imports). Kept off the suite's
+"""SGLang 0.5.23's own code, installed ``--no-deps`` by scripts/setup_test_deps.sh into ``.venv/sglang-0.5.23``
+(with triton, which ``import sglang`` needs, and the few modules the code below imports). Kept off the suite's
 import path: tests run SGLang's code in a subprocess that puts this directory first on PYTHONPATH."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ SGLANG_DIR = ROOT / ".venv" / "sglang-0.5.23"
 
 
 def require_sglang() -> Path:
-    """The install directory; skips without it, and fails under CI (scripts/setup.sh must have made it)."""
+    """The install directory; skips without it, and fails under CI (scripts/setup_test_deps.sh must have made it)."""
     if not (SGLANG_DIR / "sglang" / "version.py").is_file():
-        message = f"SGLang 0.5.23's source is not installed at {SGLANG_DIR}; run bash scripts/setup.sh"
+        message = f"SGLang 0.5.23's source is not installed at {SGLANG_DIR}; run bash scripts/setup_test_deps.sh"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)

@@ -2,7 +2,8 @@
 
 Same routes and JSON shapes as SGLang 0.5.x (shared/SGLANG.md §1), so ``SGLangEngine`` is tested end to
 end against a real server: /generate (single and batched), /abort_request (rid prefix, abort_all),
-/update_weights_from_disk|tensor, /flush_cache, /health, /health_generate, /model_info, /server_info, and
+/update_weights_from_disk|tensor (tensor inside /begin_weight_update ... /end_weight_update), /flush_cache,
+/health, /health_generate, /model_info, /server_info, and
 the OpenAI-compatible /v1/models, /v1/completions, /v1/chat/completions (``openai_routes.py``).
 """
 
@@ -25,6 +26,8 @@ from agentrl.errors import EngineError
 
 ENGINE_KEY = web.AppKey("engine", EmbeddedEngine)
 LAUNCH_VERSION_KEY = web.AppKey("launch_weight_version", str)  # /server_info reports the launch value, as SGLang
+# SGLang 0.5.23's weight-update session: tensor updates only between /begin_weight_update and /end_weight_update
+SESSION_KEY = web.AppKey("weight_update_session", list)
 
 
 def create_app(engine: EmbeddedEngine) -> web.Application:
@@ -32,6 +35,7 @@ def create_app(engine: EmbeddedEngine) -> web.Application:
     app = web.Application(client_max_size=64 * 1024**2)
     app[ENGINE_KEY] = engine
     app[LAUNCH_VERSION_KEY] = version_to_wire(engine.weight_version)
+    app[SESSION_KEY] = []  # [] closed, [True] open (a mutable box: the app's own keys are frozen once started)
     app.add_routes(
         [
             web.post("/generate", _generate),
@@ -39,6 +43,8 @@ def create_app(engine: EmbeddedEngine) -> web.Application:
             web.post("/abort_request", _abort),
             web.post("/update_weights_from_disk", _update_from_disk),
             web.post("/update_weights_from_tensor", _update_from_tensor),
+            web.post("/begin_weight_update", _begin_weight_update),
+            web.post("/end_weight_update", _end_weight_update),
             web.route("*", "/flush_cache", _flush_cache),
             web.get("/health", _health),
             web.get("/health_generate", _health),
@@ -98,9 +104,9 @@ async def _generate(request: web.Request) -> web.Response:
     started = time.monotonic()
     try:
         body = await _read_json(request)
-        if body.get("stream"):
-            raise EngineError("stream=true is not supported by agentrl serve; send a non-streaming request")
         batch, prompts = _as_batch(body, engine)
+        if body.get("stream") and batch:
+            raise EngineError("stream=true with a batch is not supported by agentrl serve; send one prompt per request")
         params = [
             sampling_from_json(p)
             for p in _per_item(body.get("sampling_params"), len(prompts), "sampling_params", batch)
@@ -127,7 +133,21 @@ async def _generate(request: web.Request) -> web.Response:
     latency = time.monotonic() - started
     want_logprob = bool(body.get("return_logprob"))
     replies = [reply_json(r, return_logprob=want_logprob, text=_text(engine, r), latency_s=latency) for r in results]
+    if body.get("stream"):
+        return await _stream_once(request, replies[0])
     return web.json_response(replies if batch else replies[0])
+
+
+async def _stream_once(request: web.Request, reply: dict[str, Any]) -> web.StreamResponse:
+    """SGLang's SSE framing (``data: <json>``, then ``data: [DONE]``) with the whole reply as its one chunk: the
+    engine returns finished requests only, so a streaming client (SGLang's benchmark client by default) works
+    but sees the first token when the last one arrives (its TTFT is the request's latency)."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    await response.write(b"data: " + json.dumps(reply).encode() + b"\n\n")
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 def _text(engine: EmbeddedEngine, result: GenerateResult) -> str:
@@ -153,7 +173,28 @@ async def _update_from_disk(request: web.Request) -> web.Response:
 
 
 async def _update_from_tensor(request: web.Request) -> web.Response:
+    if not request.app[SESSION_KEY]:  # SGLang's refusal, word for word
+        message = "update_weights_from_tensor must run between begin_weight_update() and end_weight_update()"
+        return web.json_response({"success": False, "message": message}, status=400)
     return await _update(request, "serialized_named_tensors")
+
+
+async def _begin_weight_update(request: web.Request) -> web.Response:
+    session = request.app[SESSION_KEY]
+    if session:
+        message = "a weight-update session is already open; call end_weight_update() first"
+        return web.json_response({"success": False, "message": message}, status=400)
+    session.append(True)
+    return web.json_response({"success": True, "message": "Success"})
+
+
+async def _end_weight_update(request: web.Request) -> web.Response:
+    session = request.app[SESSION_KEY]
+    if not session:
+        message = "no weight-update session is open; call begin_weight_update() first"
+        return web.json_response({"success": False, "message": message}, status=400)
+    session.clear()
+    return web.json_response({"success": True, "message": "Success"})
 
 
 async def _update(request: web.Request, source_key: str) -> web.Response:

@@ -3,10 +3,8 @@
 # Usage: build_offline.sh [TAG]   (default agentrl-python:1). Needs root, debootstrap and a reachable Debian mirror.
 set -euo pipefail
 TAG=${1:-agentrl-python:1}
-# The mirror apt already uses (this machine reaches Debian's registry, not the open internet).
-MIRROR=${DEBIAN_MIRROR:-$( (cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null || true) \
-  | grep -vE '^[[:space:]]*#' | grep -oE 'https?://[^ ]*debian/?' | grep -v security | head -1 || true)}
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
+# The mirror this machine's apt uses (DEBIAN_MIRROR overrides it); no registry host is named in this repository.
+MIRROR=${DEBIAN_MIRROR:-$(bash "$(dirname "$0")/apt_mirror.sh" bookworm)}
 ROOTFS=$(mktemp -d /tmp/agentrl-rootfs.XXXXXX)
 trap 'rm -rf "$ROOTFS"' EXIT
 echo "[image] debootstrap bookworm from $MIRROR into $ROOTFS"

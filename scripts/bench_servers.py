@@ -1,0 +1,145 @@
+"""Server contenders of scripts/bench_engine.py (``--sglang-real``): ``agentrl serve`` and SGLang 0.5.23's real
+CPU server (.venv-sglang, scripts/setup_sglang.sh), same model and dtype, same requests through the same client
+(SGLangEngine), one server at a time: decode tokens/s at batch 1, 8 and 24, prefix-cache reuse on multi-turn
+episodes (each turn resubmits the whole history), and abort latency (abort_all with 8 requests decoding until
+every request has returned).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agentrl.engines.base import SamplingParams
+from agentrl.engines.sglang_config import SGLangEngineConfig
+from agentrl.engines.sglang_http import SGLangEngine
+
+ROOT = Path(__file__).resolve().parents[1]
+SGLANG_PYTHON = ROOT / ".venv-sglang" / "bin" / "python"
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def launch(kind: str, model_dir: Path, threads: int, max_batch: int) -> tuple[subprocess.Popen[bytes], str]:
+    """Start one contender (its own process group); SGLang through scripts/launch_sglang_cpu.sh."""
+    port = _port()
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if kind == "sglang":
+        if not SGLANG_PYTHON.is_file():
+            raise SystemExit(f"{SGLANG_PYTHON} is missing: run bash scripts/setup_sglang.sh first")
+        env["DTYPE"] = "float32"
+        cmd = ["bash", str(ROOT / "scripts" / "launch_sglang_cpu.sh"), str(model_dir), str(port)]
+        cmd += ["--max-running-requests", str(max_batch)]
+    else:
+        cmd = [sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(model_dir), "--port", str(port)]
+        cmd += ["--threads", str(threads), "--max-batch-size", str(max_batch), "--device", "cpu", "--dtype", "float32"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+async def _ready(client: SGLangEngine, url: str, timeout_s: float = 420) -> float:
+    started = time.monotonic()
+    while not await client.health():
+        if time.monotonic() - started > timeout_s:
+            raise RuntimeError(f"{url} did not become healthy within {timeout_s:.0f} s")
+        await asyncio.sleep(0.5)
+    return time.monotonic() - started
+
+
+async def decode_tps(client: SGLangEngine, batch: int, new_tokens: int, vocab: int) -> float:
+    rng = random.Random(batch)
+    prompts = [[rng.randrange(vocab) for _ in range(16)] for _ in range(batch)]
+    params = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
+    await asyncio.gather(*(client.generate(p[:4], SamplingParams(max_new_tokens=2, ignore_eos=True)) for p in prompts))
+    started = time.perf_counter()
+    results = await asyncio.gather(*(client.generate(p, params) for p in prompts))
+    return sum(len(r.output_ids) for r in results) / (time.perf_counter() - started)
+
+
+async def multi_turn(client: SGLangEngine, episodes: int, turns: int, vocab: int) -> dict[str, float]:
+    """Episodes whose every turn resubmits the history plus an observation: tokens/s and the share of prompt
+    tokens the server reported as served from its prefix cache (``cached_tokens``)."""
+    rng = random.Random(7)
+    params = SamplingParams(max_new_tokens=24, ignore_eos=True)
+
+    async def episode() -> tuple[int, int, int]:
+        history, generated, prompt_total, cached = [rng.randrange(vocab) for _ in range(64)], 0, 0, 0
+        for _ in range(turns):
+            result = await client.generate(history, params)
+            generated += len(result.output_ids)
+            prompt_total, cached = prompt_total + len(history), cached + result.cached_tokens
+            history = history + result.output_ids + [rng.randrange(vocab) for _ in range(16)]
+        return generated, prompt_total, cached
+
+    started = time.perf_counter()
+    done = await asyncio.gather(*(episode() for _ in range(episodes)))
+    elapsed = time.perf_counter() - started
+    return {
+        "tokens_per_s": sum(d[0] for d in done) / elapsed,
+        "cached_prompt_share": sum(d[2] for d in done) / max(1, sum(d[1] for d in done)),
+    }
+
+
+async def abort_latency(client: SGLangEngine, vocab: int, running: int = 8) -> float:
+    """Seconds from abort(None) until all ``running`` decoding requests have returned."""
+    params = SamplingParams(max_new_tokens=4000, ignore_eos=True)
+    tasks = [asyncio.ensure_future(client.generate([i % vocab, 1, 2, 3], params)) for i in range(running)]
+    await asyncio.sleep(2.0)
+    started = time.perf_counter()
+    await client.abort(None)
+    await asyncio.gather(*tasks)
+    return time.perf_counter() - started
+
+
+async def measure(url: str, vocab: int, new_tokens: int, turns: int) -> dict[str, Any]:
+    client = SGLangEngine(SGLangEngineConfig(urls=[url], max_retries=0, request_timeout_s=900))
+    try:
+        out: dict[str, Any] = {"ready_s": await _ready(client, url)}
+        for batch in (1, 8, 24):
+            out[f"decode_tps_batch{batch}"] = await decode_tps(client, batch, new_tokens, vocab)
+        out["multi_turn"] = await multi_turn(client, 8, turns, vocab)
+        out["abort_latency_s"] = await abort_latency(client, vocab)
+        return out
+    finally:
+        await client.close()
+
+
+def server_contenders(model_dir: Path, threads: int, new_tokens: int, turns: int, vocab: int) -> dict[str, Any]:
+    """Both servers, one after the other (never both loading the cores), and the ratios SGLang / agentrl serve."""
+    report: dict[str, Any] = {}
+    for kind in ("agentrl_serve", "sglang"):
+        proc, url = launch(kind, model_dir, threads, max_batch=24)
+        try:
+            report[kind] = asyncio.run(measure(url, vocab, new_tokens, turns))
+        finally:
+            stop(proc)
+        print(f"[bench] {kind}: {report[kind]}", file=sys.stderr, flush=True)
+    a, s = report["agentrl_serve"], report["sglang"]
+    report["ratio_sglang_over_agentrl_serve"] = {
+        **{k: s[k] / a[k] for k in a if k.startswith("decode_tps")},
+        "multi_turn_tokens_per_s": s["multi_turn"]["tokens_per_s"] / a["multi_turn"]["tokens_per_s"],
+        "abort_latency_s": s["abort_latency_s"] / a["abort_latency_s"],
+    }
+    return report
