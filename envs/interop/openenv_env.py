@@ -44,7 +44,9 @@ class OpenEnvConfig(BaseModel):
         True, description="The server env is deterministic given (seed, task, actions); replay is verified anyway."
     )
     success_reward: float | None = Field(
-        None, description="info['success'] = terminated and reward >= this (None: no success flag)."
+        None,
+        description="info['success'] = terminated and reward >= this. None: the env's own bool metadata['success'] "
+        "when it sends one, else no episode counts as solved (OpenEnv defines no success; a reward is not one).",
     )
     timeout_s: float = Field(60.0, gt=0, description="Longest wait for one server answer.")
 
@@ -162,13 +164,24 @@ class OpenEnvEnv(MultiTurnEnv):
         truncated = self.turn >= self.max_turns
         if self.config.tools != "none" and has_tool_call(action):
             messages, reward, done = self._tool_turn(action)
-            return messages, reward, done, truncated and not done, {"tool_calls": len(messages)}
+            solved = done and self.config.success_reward is not None and reward >= self.config.success_reward
+            return messages, reward, done, truncated and not done, {"tool_calls": len(messages), "success": solved}
         result = self._open().step({**self.config.action_defaults, self.config.action_field: action})
         reward = result.reward or 0.0
         info = _info(result)
-        if self.config.success_reward is not None:
-            info["success"] = result.done and reward >= self.config.success_reward
+        info["success"] = self._success(result, reward)
         return [self._render(result)], reward, result.done, truncated and not result.done, info
+
+    def _success(self, result: OpenEnvResult, reward: float) -> bool:
+        """Solved only by a definition: ``success_reward``, else the env's own ``metadata['success']``.
+
+        Set on every step so an episode cut short (truncated, or ended by the run's token budget) never
+        falls back to agentrl's "final reward >= 1" rule, which says nothing about an OpenEnv env.
+        """
+        if self.config.success_reward is not None:
+            return result.done and reward >= self.config.success_reward
+        flag = result.metadata.get("success")
+        return result.done and flag is True
 
     def _tool_turn(self, action: str) -> tuple[list[Message], float, bool]:
         messages: list[Message] = []

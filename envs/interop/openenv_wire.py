@@ -120,8 +120,9 @@ def _error_text(url: str, kind: str, data: dict[str, Any]) -> str:
     if code == "CAPACITY_REACHED":
         return (
             f"the OpenEnv server at {url} is full ({data.get('active_sessions')} of {data.get('max_sessions')} "
-            "sessions): every concurrent episode holds one session, so start the server with max_concurrent_envs >= "
-            "rollout.group_size x groups in flight, or lower rollout.concurrency"
+            "sessions): every episode in flight holds one session for its whole length, so start the server with "
+            "max_concurrent_envs at least the episodes in flight (rollout.group_size x rollout.prompts_per_step, "
+            "more with over-sampling or partial rollouts; add the eval's episodes when eval runs beside training)"
         )
     if code == "VALIDATION_ERROR":
         return (
