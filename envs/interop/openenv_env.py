@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import PreflightError
+from agentrl.mcp_tools import error_message
 from agentrl.toolcall import has_tool_call, parse_tool_calls
 from envs.interop.openenv_wire import OpenEnvError, OpenEnvResult, OpenEnvSession
 
@@ -57,14 +58,14 @@ def tool_result_text(payload: Any) -> str:
         return payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, default=str)
     error = payload.get("error")
     if error:
-        return f"Error: {error.get('message', error) if isinstance(error, dict) else error}"
+        return error_message(str(error.get("message", error) if isinstance(error, dict) else error))
     if "result" in payload and "tool_name" in payload:  # a CallToolObservation
         return tool_result_text(payload["result"])
     content = payload.get("content")
     if isinstance(content, list):
         text = "\n".join(str(part.get("text", f"[{part.get('type')} content]")) for part in content)
         failed = payload.get("is_error", payload.get("isError", False))
-        return f"Error: {text}" if failed else text
+        return error_message(text) if failed else text
     return json.dumps(payload, ensure_ascii=False, default=str)
 
 
