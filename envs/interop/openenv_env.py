@@ -21,7 +21,7 @@ from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import PreflightError
 from agentrl.mcp_tools import error_message
 from agentrl.toolcall import has_tool_call, parse_tool_calls
-from envs.interop.openenv_wire import OpenEnvError, OpenEnvResult, OpenEnvSession
+from envs.interop.openenv_wire import OpenEnvCapacityError, OpenEnvError, OpenEnvResult, OpenEnvSession
 
 
 class OpenEnvConfig(BaseModel):
@@ -150,6 +150,9 @@ class OpenEnvEnv(MultiTurnEnv):
         super().reset(seed=seed)
         try:
             result = self._open().reset(**self._reset_data(seed, options))
+        except OpenEnvCapacityError:
+            self.close()
+            raise  # a full server stays full: the error names the fix
         except OpenEnvError:
             self.close()  # a broken session is replaced once
             result = self._open().reset(**self._reset_data(seed, options))
