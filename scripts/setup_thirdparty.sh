@@ -65,7 +65,7 @@ PYTEST_IMAGE=agentrl-harbor-pytest:1
 if timeout 10 docker info >/dev/null 2>&1 && ! docker image inspect "$PYTEST_IMAGE" >/dev/null 2>&1; then
   echo "[thirdparty] building $PYTEST_IMAGE (pytest 8.4.1 + pytest-json-ctrf 0.3.5 on agentrl-python:1)"
   ctx=$(mktemp -d)
-  "$PY" -m pip install -q --no-compile --target "$ctx/site" --python-version 3.11 --only-binary=:all: \
+  .venv/bin/pip install -q --no-compile --target "$ctx/site" --python-version 3.11 --only-binary=:all: \
     "pytest==8.4.1" "pytest-json-ctrf==0.3.5" 2>&1 | quiet
   rm -rf "$ctx/site/bin"
   printf '#!/bin/sh\nexec python3 -m pytest "$@"\n' > "$ctx/pytest" && chmod 755 "$ctx/pytest"
