@@ -78,5 +78,5 @@ def test_trains_two_steps_against_the_echo_server(tiny_model_dir: Path, tmp_path
     with serve(echo_dir) as url:
         env = {"id": "agentrl/OpenEnv-v0", "kwargs": {"url": url, **ECHO}}
         records = train_two_steps(run_config(tmp_path, tiny_model_dir, env), "openenv-echo")
-    assert all(0.0 <= r["episode/reward_mean"] <= 1.0 for r in records)
+    assert all(0.0 <= r["episode/reward_mean"] <= 2.0 for r in records)  # two turns, each rewarded up to 1
     assert all(r["episode/success_rate"] == 0.0 for r in records)  # the echo env defines no success
