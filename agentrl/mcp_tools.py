@@ -115,6 +115,20 @@ def _schema(mcp_tool: Any) -> dict[str, Any]:
     }
 
 
+def error_message(text: str) -> str:
+    """``text`` as one tool-error message with exactly one ``Error:`` prefix.
+
+    Servers built on the MCP SDK already start a failed call's text with "Error executing tool ...";
+    prefixing again would show the model "Error: Error executing tool ...".
+    """
+    stripped = text.lstrip()
+    for prefix in ("Error:", "Error "):
+        if stripped.startswith(prefix):
+            stripped = stripped[len(prefix) :].lstrip()
+            break
+    return f"Error: {stripped}"
+
+
 def result_text(result: Any, max_chars: int) -> str:
     """The text a model reads for a ``CallToolResult``: text parts joined, other parts named; errors prefixed."""
     parts = [
@@ -126,7 +140,7 @@ def result_text(result: Any, max_chars: int) -> str:
     text = "\n".join(parts) if parts else "(no output)"
     if len(text) > max_chars:
         text = f"{text[:max_chars]}\n[... output truncated: {len(text) - max_chars} more characters]"
-    return f"Error: {text}" if result.is_error else text
+    return error_message(text) if result.is_error else text
 
 
 class McpToolSource:

@@ -13,6 +13,7 @@ if [ -f scripts/docker_setup.sh ]; then
     echo "[test] Docker set-up failed: docker-marked tests will be skipped (under CI=true they fail)" >&2
   fi
 fi
+bash scripts/setup_thirdparty.sh  # outside components for tests/interop/thirdparty (own venvs, cached)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}  # see agentrl/cli/main.py
 # Lint and format first: a style failure fails the suite (config: pyproject.toml [tool.ruff]).
 .venv/bin/ruff check .

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import PreflightError
+from agentrl.mcp_tools import error_message
 from agentrl.toolcall import has_tool_call, parse_tool_calls
-from envs.interop.openenv_wire import OpenEnvError, OpenEnvResult, OpenEnvSession
+from envs.interop.openenv_wire import OpenEnvCapacityError, OpenEnvError, OpenEnvResult, OpenEnvSession
 
 
 class OpenEnvConfig(BaseModel):
@@ -44,7 +45,9 @@ class OpenEnvConfig(BaseModel):
         True, description="The server env is deterministic given (seed, task, actions); replay is verified anyway."
     )
     success_reward: float | None = Field(
-        None, description="info['success'] = terminated and reward >= this (None: no success flag)."
+        None,
+        description="info['success'] = terminated and reward >= this. None: the env's own bool metadata['success'] "
+        "when it sends one, else no episode counts as solved (OpenEnv defines no success; a reward is not one).",
     )
     timeout_s: float = Field(60.0, gt=0, description="Longest wait for one server answer.")
 
@@ -55,14 +58,14 @@ def tool_result_text(payload: Any) -> str:
         return payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, default=str)
     error = payload.get("error")
     if error:
-        return f"Error: {error.get('message', error) if isinstance(error, dict) else error}"
+        return error_message(str(error.get("message", error) if isinstance(error, dict) else error))
     if "result" in payload and "tool_name" in payload:  # a CallToolObservation
         return tool_result_text(payload["result"])
     content = payload.get("content")
     if isinstance(content, list):
         text = "\n".join(str(part.get("text", f"[{part.get('type')} content]")) for part in content)
         failed = payload.get("is_error", payload.get("isError", False))
-        return f"Error: {text}" if failed else text
+        return error_message(text) if failed else text
     return json.dumps(payload, ensure_ascii=False, default=str)
 
 
@@ -147,6 +150,9 @@ class OpenEnvEnv(MultiTurnEnv):
         super().reset(seed=seed)
         try:
             result = self._open().reset(**self._reset_data(seed, options))
+        except OpenEnvCapacityError:
+            self.close()
+            raise  # a full server stays full: the error names the fix
         except OpenEnvError:
             self.close()  # a broken session is replaced once
             result = self._open().reset(**self._reset_data(seed, options))
@@ -162,13 +168,24 @@ class OpenEnvEnv(MultiTurnEnv):
         truncated = self.turn >= self.max_turns
         if self.config.tools != "none" and has_tool_call(action):
             messages, reward, done = self._tool_turn(action)
-            return messages, reward, done, truncated and not done, {"tool_calls": len(messages)}
+            solved = done and self.config.success_reward is not None and reward >= self.config.success_reward
+            return messages, reward, done, truncated and not done, {"tool_calls": len(messages), "success": solved}
         result = self._open().step({**self.config.action_defaults, self.config.action_field: action})
         reward = result.reward or 0.0
         info = _info(result)
-        if self.config.success_reward is not None:
-            info["success"] = result.done and reward >= self.config.success_reward
+        info["success"] = self._success(result, reward)
         return [self._render(result)], reward, result.done, truncated and not result.done, info
+
+    def _success(self, result: OpenEnvResult, reward: float) -> bool:
+        """Solved only by a definition: ``success_reward``, else the env's own ``metadata['success']``.
+
+        Set on every step so an episode cut short (truncated, or ended by the run's token budget) never
+        falls back to agentrl's "final reward >= 1" rule, which says nothing about an OpenEnv env.
+        """
+        if self.config.success_reward is not None:
+            return result.done and reward >= self.config.success_reward
+        flag = result.metadata.get("success")
+        return result.done and flag is True
 
     def _tool_turn(self, action: str) -> tuple[list[Message], float, bool]:
         messages: list[Message] = []

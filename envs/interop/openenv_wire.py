@@ -22,6 +22,10 @@ class OpenEnvError(AgentRLError, RuntimeError):
     """An OpenEnv server cannot be reached, refused the session, or answered with an error."""
 
 
+class OpenEnvCapacityError(OpenEnvError):
+    """The server holds as many sessions as its max_concurrent_envs allows: a retry cannot help."""
+
+
 @dataclass(frozen=True)
 class OpenEnvResult:
     """One reset/step answer: the observation fields, reward (None when the env gave none), done, metadata."""
@@ -61,8 +65,14 @@ class OpenEnvSession:
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         try:
-            self._ws.send(json.dumps(message))
-            reply = json.loads(self._ws.recv(timeout=self.timeout_s))
+            try:
+                self._ws.send(json.dumps(message))
+            except Exception:  # noqa: BLE001 - closed by the server: its reason may be a frame still to read
+                reply = json.loads(self._ws.recv(timeout=1.0))
+                if reply.get("type") != "error":
+                    raise
+            else:
+                reply = json.loads(self._ws.recv(timeout=self.timeout_s))
         except TimeoutError as exc:
             raise OpenEnvError(
                 f"the OpenEnv server at {self.url} did not answer a {message['type']!r} within {self.timeout_s:g} s; "
@@ -71,7 +81,9 @@ class OpenEnvSession:
         except Exception as exc:  # noqa: BLE001 - a closed or broken connection ends the session
             raise OpenEnvError(f"the OpenEnv session at {self.url} broke during {message['type']!r}: {exc}") from exc
         if reply.get("type") == "error":
-            raise OpenEnvError(_error_text(self.url, message["type"], reply.get("data") or {}))
+            data = reply.get("data") or {}
+            kind = OpenEnvCapacityError if data.get("code") == "CAPACITY_REACHED" else OpenEnvError
+            raise kind(_error_text(self.url, message["type"], data))
         return reply.get("data") or {}
 
     def reset(self, **kwargs: Any) -> OpenEnvResult:
@@ -120,8 +132,9 @@ def _error_text(url: str, kind: str, data: dict[str, Any]) -> str:
     if code == "CAPACITY_REACHED":
         return (
             f"the OpenEnv server at {url} is full ({data.get('active_sessions')} of {data.get('max_sessions')} "
-            "sessions): every concurrent episode holds one session, so start the server with max_concurrent_envs >= "
-            "rollout.group_size x groups in flight, or lower rollout.concurrency"
+            "sessions): every episode in flight holds one session for its whole length, so start the server with "
+            "max_concurrent_envs at least the episodes in flight (rollout.group_size x rollout.prompts_per_step, "
+            "more with over-sampling or partial rollouts; add the eval's episodes when eval runs beside training)"
         )
     if code == "VALIDATION_ERROR":
         return (

@@ -122,3 +122,5 @@ class ToolsEnvironment(MCPEnvironment):
 
 guess_app = create_app(GuessEnvironment, GuessAction, GuessObservation, env_name="guess", max_concurrent_envs=64)
 tools_app = create_app(ToolsEnvironment, CallToolAction, CallToolObservation, env_name="tools", max_concurrent_envs=64)
+# One session only: the capacity test fills it.
+single_app = create_app(GuessEnvironment, GuessAction, GuessObservation, env_name="guess1", max_concurrent_envs=1)

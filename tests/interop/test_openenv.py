@@ -74,6 +74,38 @@ def test_tools_listed_and_called_through_step_and_rpc(tools_url: str) -> None:
             env.close()
 
 
+def test_success_is_reported_only_where_it_is_defined(guess_url: str) -> None:
+    outcomes = {}
+    for success_reward in (None, 1.0):
+        env = OpenEnvEnv(url=guess_url, success_reward=success_reward, **GUESS)
+        try:
+            for guess in range(1, 10):
+                env.reset(seed=3, options={"task_id": "1-9"})
+                _, reward, terminated, _, info = env.step(str(guess))
+                if terminated:
+                    outcomes[success_reward] = (reward, info["success"])
+            env.reset(seed=3, options={"task_id": "1-9"})
+            cut = [env.step("0") for _ in range(3)][-1]
+            assert cut[3] and not cut[4]["success"]  # truncated: never solved
+        finally:
+            env.close()
+    # The guess env sends reward 1 on a win but no success flag: without success_reward nothing is claimed.
+    assert outcomes == {None: (1.0, False), 1.0: (1.0, True)}
+
+
+def test_a_full_server_names_max_concurrent_envs() -> None:
+    with openenv_server("single_app") as url:
+        first, second = OpenEnvEnv(url=url, **GUESS), OpenEnvEnv(url=url, **GUESS)
+        try:
+            first.reset(seed=0)
+            with pytest.raises(OpenEnvError, match="max_concurrent_envs at least the episodes in flight") as caught:
+                second.reset(seed=0)
+            assert "rollout.concurrency" not in str(caught.value)
+        finally:
+            first.close()
+            second.close()
+
+
 def test_unreachable_server_names_the_fix() -> None:
     env = OpenEnvEnv(url="http://127.0.0.1:9", timeout_s=2)
     with pytest.raises(OpenEnvError, match="Start the env server"):

@@ -43,6 +43,19 @@ def test_what_needs_verifiers_own_rollout_loop_is_refused() -> None:
         VerifiersEnv(taskset="vf_tasks:Missing")
 
 
+def test_what_one_reply_cannot_play_is_refused_at_construction() -> None:
+    with pytest.raises(ConfigError, match="exports its own Env, UserSimEnv: a multi-turn.*agent gateway"):
+        VerifiersEnv(taskset="vf_user_sim:ReverseTaskset")
+    with pytest.raises(ConfigError, match="image_url content: agentrl trains text-only policies"):
+        VerifiersEnv(taskset="vf_tasks:ImageTaskset")
+    with pytest.raises(ConfigError, match="endless.*set env.kwargs.limit"):
+        VerifiersEnv(taskset="vf_tasks:EndlessTaskset")
+    env = VerifiersEnv(taskset="vf_tasks:EndlessTaskset", limit=3)  # bounded by limit: the first three
+    assert env.task_ids() == ["end-0", "end-1", "end-2"]
+    env.reset(options={"task_id": "end-1"})
+    assert env.step("1drawer")[1] == pytest.approx(1.5)
+
+
 @pytest.mark.slow
 def test_trains_two_steps_on_a_verifiers_taskset(tiny_model_dir: Path, tmp_path: Path) -> None:
     env = {"id": "agentrl/Verifiers-v0", "kwargs": {"taskset": "vf_tasks:ReverseTaskset"}}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from difflib import SequenceMatcher
 
 import verifiers.v1 as vf
@@ -68,3 +70,28 @@ class NeedsRuntimeTaskset(vf.Taskset[NeedsRuntimeTask, vf.TasksetConfig]):
 
     def load(self) -> list[NeedsRuntimeTask]:
         return [NeedsRuntimeTask(ReverseData(prompt="Reverse: ab", answer="ba"), self.config.task)]
+
+
+class EndlessTaskset(vf.Taskset[ReverseTask, vf.TasksetConfig]):
+    """Words without end, as a generator (Taskset.INFINITE): only a `limit` makes it a task list."""
+
+    INFINITE = True
+
+    def load(self) -> Iterator[ReverseTask]:
+        for n in itertools.count():
+            word = f"{WORDS[n % len(WORDS)]}{n}"
+            yield ReverseTask(
+                ReverseData(id=f"end-{n}", prompt=f"Reverse: {word}", answer=word[::-1]), self.config.task
+            )
+
+
+class ImageTaskset(vf.Taskset[ReverseTask, vf.TasksetConfig]):
+    """A prompt with an image part: not something a text-only policy can read."""
+
+    def load(self) -> list[ReverseTask]:
+        parts = [
+            vf.TextContentPart(type="text", text="Reverse the word in the picture."),
+            vf.ImageUrlContentPart(type="image_url", image_url=vf.ImageUrlSource(url="data:image/png;base64,AA==")),
+        ]
+        data = ReverseData(id="img-0", prompt=[vf.UserMessage(content=parts)], answer="tnega")
+        return [ReverseTask(data, self.config.task)]

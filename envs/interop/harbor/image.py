@@ -56,28 +56,31 @@ def _context_hash(directory: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def ensure_image(client: Any, task: HarborTask) -> str:
-    """The image tag to run ``task`` in: its prebuilt image, or its Dockerfile built offline (cached by content)."""
+def _prebuilt(client: Any, task: HarborTask, image: str, field: str) -> str:
+    if not _present(client, image):
+        raise HarborImageError(
+            f"Harbor task {task.task_id!r}: {field} {image!r} is not on this Docker engine and cannot be pulled "
+            "offline: `docker load` or build it on this machine, or give the task a Dockerfile FROM an image the "
+            "engine has (e.g. agentrl-python:1)"
+        )
+    return image
+
+
+def _build(client: Any, task: HarborTask, dockerfile: Path, suffix: str) -> str:
+    """Build ``dockerfile`` (its folder is the context) offline, tagged by the context's content."""
     import docker
 
-    if task.docker_image is not None:
-        if not _present(client, task.docker_image):
-            raise HarborImageError(
-                f"Harbor task {task.task_id!r} runs in image {task.docker_image!r}, which is not on this Docker engine "
-                "and cannot be pulled offline: `docker load` or build it on this machine, or give the task an "
-                "environment/Dockerfile FROM an image the engine has (e.g. agentrl-python:1)"
-            )
-        return task.docker_image
-    assert task.dockerfile is not None  # load_task guarantees one of the two
-    missing = [image for image in base_images(task.dockerfile) if not _present(client, image)]
+    where = dockerfile.relative_to(task.path) if dockerfile.is_relative_to(task.path) else dockerfile
+    missing = [image for image in base_images(dockerfile) if not _present(client, image)]
     if missing:
         raise HarborImageError(
-            f"Harbor task {task.task_id!r}: environment/Dockerfile builds FROM {', '.join(missing)}, not on this "
-            "Docker engine, and images cannot be pulled offline: `docker load` it, or change FROM to an image the "
-            "engine has (e.g. agentrl-python:1, built by scripts/docker_setup.sh)"
+            f"Harbor task {task.task_id!r}: {where} builds FROM {', '.join(missing)}, not on this Docker engine, "
+            "and images cannot be pulled offline: `docker load` it, or change FROM to an image the engine has "
+            "(e.g. agentrl-python:1, built by scripts/docker_setup.sh; docs/interop.md shows how)"
         )
-    context = task.dockerfile.parent
-    tag = f"agentrl-harbor/{re.sub(r'[^a-z0-9_.-]', '-', task.task_id.lower())}:{_context_hash(context)}"
+    context = dockerfile.parent
+    name = re.sub(r"[^a-z0-9_.-]", "-", task.task_id.lower()) + suffix
+    tag = f"agentrl-harbor/{name}:{_context_hash(context)}"
     if _present(client, tag):
         return tag
     try:
@@ -85,10 +88,27 @@ def ensure_image(client: Any, task: HarborTask) -> str:
     except docker.errors.BuildError as exc:
         log = "".join(str(line.get("stream", line.get("error", ""))) for line in exc.build_log)[-1500:]
         raise HarborImageError(
-            f"building Harbor task {task.task_id!r} (environment/Dockerfile) failed offline: {exc}. A step that needs "
+            f"building Harbor task {task.task_id!r} ({where}) failed offline: {exc}. A step that needs "
             f"the network (apt-get, pip) cannot run here; bake it into the base image. Build log tail:\n{log}"
         ) from exc
     return tag
+
+
+def ensure_image(client: Any, task: HarborTask) -> str:
+    """The image tag to run ``task`` in: its prebuilt image, or its Dockerfile built offline (cached by content)."""
+    if task.docker_image is not None:
+        return _prebuilt(client, task, task.docker_image, "[environment] docker_image")
+    assert task.dockerfile is not None  # load_task guarantees one of the two
+    return _build(client, task, task.dockerfile, "")
+
+
+def ensure_verifier_image(client: Any, task: HarborTask) -> str:
+    """The separate verifier's image: [verifier.environment] docker_image, tests/Dockerfile, else the task's own."""
+    if task.verifier_docker_image is not None:
+        return _prebuilt(client, task, task.verifier_docker_image, "[verifier.environment] docker_image")
+    if task.verifier_dockerfile is not None:
+        return _build(client, task, task.verifier_dockerfile, "-verifier")
+    return ensure_image(client, task)
 
 
 def image_workdir(client: Any, image: str) -> str:
