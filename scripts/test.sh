@@ -25,6 +25,9 @@ set +e
 .venv/bin/python -m pytest -n "${AGENTRL_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
+if [ -f .venv-sglang/.agentrl-sglang-unavailable ]; then  # said at the end, where a reader of the run looks
+  echo "[test] the real-SGLang tier (tests/sglang_real/test_live_*.py) was skipped: $(cat .venv-sglang/.agentrl-sglang-unavailable)" >&2
+fi
 if [ "$rc" -eq 5 ]; then
   echo "[test] pytest collected no tests: failing on purpose" >&2
   exit 1
