@@ -242,7 +242,7 @@ def test_a_command_line_typo_is_attributed_to_the_command_line() -> None:
     with pytest.raises(ConfigError) as info:
         load_config(TINY, ["trainer.lrr=1e-6"])
     message = str(info.value)
-    assert "with its command-line overrides has 1 problem" in message
+    assert message.startswith(f"config {str(TINY)!r} has 1 problem")
     line = next(line for line in message.splitlines() if "trainer.lrr" in line)
     assert line.startswith("  trainer.lrr: unknown key (value 1e-06) -> Did you mean 'lr'?")
     assert line.endswith("[set on the command line: trainer.lrr=1e-6]")

@@ -146,9 +146,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = (), *, check
     """
     data = load_yaml(path) if path is not None else {}
     problems = [p for p in (apply_override(data, o) for o in overrides) if p is not None]
-    source = f"config {str(path)!r}" if path is not None else "config"
-    if overrides:
-        source += " with its command-line overrides"
+    source = f"config {str(path)!r}" if path is not None else "config"  # overrides' problems name themselves
     return build_config(data, check_env=check_env, source=source, problems=problems, overrides=overrides)
 
 
