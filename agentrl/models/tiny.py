@@ -67,9 +67,19 @@ def build_tokenizer(vocab_size: int = 2048):
 
 
 def make_tiny_model(
-    out_dir: str | Path, *, hidden_size: int = 64, num_layers: int = 2, vocab_size: int = 2048, seed: int = 0
+    out_dir: str | Path,
+    *,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    vocab_size: int = 2048,
+    seed: int = 0,
+    head_dim: int | None = None,
 ) -> Path:
-    """Write a random-weight Qwen3 model with a ChatML tokenizer to ``out_dir``; returns the path."""
+    """Write a random-weight Qwen3 model with a ChatML tokenizer to ``out_dir``; returns the path.
+
+    ``head_dim`` defaults to ``hidden_size // 4`` (4 query heads); servers whose attention kernels need wider
+    heads (vLLM's CPU attention: >= 64) set it.
+    """
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
@@ -85,7 +95,7 @@ def make_tiny_model(
         num_hidden_layers=num_layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=hidden_size // 4,
+        head_dim=head_dim or hidden_size // 4,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         eos_token_id=eos_id,
