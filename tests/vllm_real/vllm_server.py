@@ -8,6 +8,7 @@ fails under CI=true (scripts/setup_vllm.sh must have made it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -71,12 +72,11 @@ def vllm_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(directory, hidden_size=128, head_dim=64, tie_word_embeddings=False)
 
 
-@pytest.fixture(scope="session")
-def vllm_server(vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
-    """Start the server once per session; kill its process group at the end."""
+@contextlib.contextmanager
+def running_server(model_dir: Path, log: Path, *extra: str) -> Iterator[VLLMServer]:
+    """Start ``python -m vllm.entrypoints.openai.api_server`` in dev mode; kill its process group on exit."""
     python = require_vllm()
     port = _free_port()
-    log = tmp_path_factory.mktemp("vllm-log") / "server.log"
     env = {
         **os.environ,
         "VLLM_SERVER_DEV_MODE": "1",
@@ -87,9 +87,8 @@ def vllm_server(vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     }
     cmd = [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(vllm_model_dir), "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32", "--max-model-len", "2048", "--seed", "0",
-        "--logprobs-mode", "processed_logprobs",
+        "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
+        "--dtype", "float32", "--max-model-len", "2048", "--seed", "0", *extra,
     ]  # fmt: skip
     started = time.monotonic()
     with log.open("w") as out:
@@ -101,7 +100,7 @@ def vllm_server(vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
                 tail = log.read_text()[-4000:]
                 pytest.fail(f"vLLM server did not become healthy (exit {proc.poll()}); log tail:\n{tail}")
             time.sleep(1.0)
-        yield VLLMServer(url, vllm_model_dir, log, time.monotonic() - started)
+        yield VLLMServer(url, model_dir, log, time.monotonic() - started)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -109,3 +108,11 @@ def vllm_server(vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.fixture(scope="module")  # module: never two servers at once (each holds ~3 GB RSS: 1 GiB of KV cache)
+def vllm_server(vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+    """The server as training runs it (tempered logprobs), once per test module."""
+    log = tmp_path_factory.mktemp("vllm-log") / "server.log"
+    with running_server(vllm_model_dir, log, "--logprobs-mode", "processed_logprobs") as server:
+        yield server
