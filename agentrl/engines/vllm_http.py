@@ -143,8 +143,8 @@ class VLLMEngine:
         if request_ids is not None and not any(r in self._inflight for r in request_ids):
             return
         pending = [e for r, e in self._inflight.items() if request_ids is None or r in request_ids]
-        await asyncio.gather(*(self._control(u, "/pause", {"mode": "abort"}) for u in self.urls))
-        try:
+        try:  # resume even when a pause failed part-way: a server left paused would hang every later request
+            await asyncio.gather(*(self._control(u, "/pause", {"mode": "abort"}) for u in self.urls))
             if pending:
                 await asyncio.wait([asyncio.ensure_future(e.wait()) for e in pending], timeout=CONTROL_TIMEOUT_S)
         finally:
@@ -178,12 +178,12 @@ class VLLMEngine:
         gate.clear()
         mode = "abort" if self.config.weight_update == "abort" else "wait"
         try:
-            await asyncio.gather(*(self._control(u, "/pause", {"mode": mode}) for u in self.urls))
-            try:
+            try:  # resume even when a pause or a reload failed part-way (see abort)
+                await asyncio.gather(*(self._control(u, "/pause", {"mode": mode}) for u in self.urls))
                 await asyncio.gather(*(self._reload(u, path, version) for u in self.urls))
+                self._version = int(version)
             finally:
                 await asyncio.gather(*(self._control(u, "/resume") for u in self.urls))
-            self._version = int(version)
         finally:
             gate.set()
 
