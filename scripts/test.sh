@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_test_deps.sh  # what only the tests need (TRL, SGLang's source and CPU server, OpenEnv venv)
+bash scripts/setup_vllm.sh || { [ "${CI:-}" = "true" ] && exit 1; echo "[test] vLLM set-up failed: tests/vllm_real will be skipped" >&2; }
 if [ -f scripts/docker_setup.sh ]; then
   if ! bash scripts/docker_setup.sh; then
     if [ "${CI:-}" = "true" ]; then

@@ -78,7 +78,7 @@ def test_wrong_type_names_the_key_and_value() -> None:
 
 def test_all_problems_are_reported_at_once() -> None:
     with pytest.raises(ConfigError) as info:
-        load_config(TINY, ["modle.path=x", "trainer.lr=-1", "engine.kind=vllm", "not-an-override", "model.path.sub=1"])
+        load_config(TINY, ["modle.path=x", "trainer.lr=-1", "engine.kind=tgi", "not-an-override", "model.path.sub=1"])
     message = str(info.value)
     assert "has 5 problems" in message
     for key in ("modle:", "trainer.lr:", "engine.kind:", "not-an-override:", "model.path.sub:"):

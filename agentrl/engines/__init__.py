@@ -2,7 +2,8 @@
 
 A backend is a config model (``config.EngineConfig`` subclass) registered under its ``engine.kind``
 (``registry.register_engine``): ``embedded`` (``EmbeddedEngine``: in-process torch, continuous
-batching) and ``sglang`` (``SGLangEngine``: SGLang servers over HTTP). Names are imported lazily,
+batching), ``sglang`` (``SGLangEngine``: SGLang servers over HTTP)
+and ``vllm`` (``VLLMEngine``: vLLM servers over HTTP). Names are imported lazily,
 so importing this package does not import torch.
 """
 
@@ -19,6 +20,8 @@ _LAZY = {
     "engine_kinds": "agentrl.engines.registry",
     "make_engine": "agentrl.engines.factory",
     "register_engine": "agentrl.engines.registry",
+    "VLLMEngine": "agentrl.engines.vllm_http",
+    "VLLMEngineConfig": "agentrl.engines.vllm_config",
 }
 
 

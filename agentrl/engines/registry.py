@@ -23,6 +23,7 @@ from agentrl.config.problems import Problem, ProblemsError, problems_from_errors
 from agentrl.engines.config import EngineConfig
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.sglang_config import SGLangEngineConfig
+from agentrl.engines.vllm_config import VLLMEngineConfig
 from agentrl.errors import ConfigError, did_you_mean
 
 DEFAULT_KIND = "embedded"
@@ -135,9 +136,14 @@ def _section_problems(exc: ValidationError, config_cls: type[EngineConfig], kind
 
 def _other_backend_hint(field: str, kind: str) -> str:
     """'Did you mean ... (a setting of engine.kind ...)? ' for a misspelt field of another backend, else ''."""
-    elsewhere = {name: other for other, cls in _BACKENDS.items() if other != kind for name in cls.model_fields}
+    elsewhere: dict[str, list[str]] = {}
+    for other, cls in sorted(_BACKENDS.items()):
+        for name in cls.model_fields if other != kind else ():
+            elsewhere.setdefault(name, []).append(other)
     guess = difflib.get_close_matches(field, list(elsewhere), n=1, cutoff=0.5)
-    return f"Did you mean {guess[0]!r} (a setting of engine.kind {elsewhere[guess[0]]!r})? " if guess else ""
+    if not guess:
+        return ""
+    return f"Did you mean {guess[0]!r} (a setting of engine.kind {' / '.join(map(repr, elsewhere[guess[0]]))})? "
 
 
 def _owners(field: str) -> list[str]:
@@ -168,3 +174,4 @@ def _qualified(cls: type) -> str:
 
 register_engine(EmbeddedEngineConfig)
 register_engine(SGLangEngineConfig)
+register_engine(VLLMEngineConfig)

@@ -75,9 +75,15 @@ def make_tiny_model(
     vocab_size: int = 2048,
     seed: int = 0,
     architecture: Literal["qwen3", "llama"] = "qwen3",
+    head_dim: int | None = None,
+    tie_word_embeddings: bool = True,
 ) -> Path:
     """Write a random-weight Qwen3 (or Llama: SmolLM2's architecture, which SGLang's CPU server runs) model
-    with a ChatML tokenizer to ``out_dir``; returns the path."""
+    with a ChatML tokenizer to ``out_dir``; returns the path.
+
+    ``head_dim`` defaults to ``hidden_size // 4`` (4 query heads); servers whose attention kernels need wider
+    heads (vLLM's CPU attention: >= 64) set it; ``tie_word_embeddings=False`` gives the LM head its own weights.
+    """
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
@@ -96,9 +102,9 @@ def make_tiny_model(
         num_hidden_layers=num_layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=hidden_size // 4,
+        head_dim=head_dim or hidden_size // 4,
         max_position_embeddings=4096,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_word_embeddings,
         eos_token_id=eos_id,
         pad_token_id=pad_id,
         bos_token_id=None,

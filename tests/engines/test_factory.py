@@ -36,8 +36,8 @@ def test_bad_engine_configs_are_clear(tmp_path: Path) -> None:
 def test_an_unknown_kind_is_an_error_never_the_embedded_engine(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"engine.kind: unknown engine kind 'sglan' -> Did you mean 'sglang'\?"):
         make_engine({"kind": "sglan", "urls": ["http://127.0.0.1:1"]}, ModelConfig(path=str(tmp_path)))
-    with pytest.raises(ConfigError, match="Registered kinds: embedded, sglang"):
-        make_engine({"kind": "vllm"}, ModelConfig(path=str(tmp_path)))
+    with pytest.raises(ConfigError, match="Registered kinds: embedded, sglang, vllm"):
+        make_engine({"kind": "tgi"}, ModelConfig(path=str(tmp_path)))
     with pytest.raises(ConfigError, match="needs an engine config"):
         make_engine("embedded", ModelConfig(path=str(tmp_path)))  # type: ignore[arg-type]
     remote = make_engine({"kind": "sglang", "urls": ["http://127.0.0.1:1"]}, ModelConfig(path=str(tmp_path)))

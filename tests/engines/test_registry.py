@@ -53,7 +53,7 @@ class EchoEngineConfig(EngineConfig):
 
 
 def test_kinds_come_from_the_registry_and_the_section_is_the_backends_model() -> None:
-    assert registry.engine_kinds() == ["embedded", "sglang"]
+    assert registry.engine_kinds() == ["embedded", "sglang", "vllm"]
     assert isinstance(load_config(TINY, check_env=False).engine, EmbeddedEngineConfig)
     cfg = load_config(TINY, ["engine.kind=sglang", "engine.urls=[http://h:1]", "engine.max_batch_size=null"])
     assert isinstance(cfg.engine, SGLangEngineConfig) and cfg.engine.urls == ["http://h:1"]
@@ -65,7 +65,7 @@ def test_a_typo_in_the_kind_gets_a_did_you_mean_listing_the_kinds() -> None:
     message = _problems("engine.kind=sglan")
     assert "has 1 problem:" in message
     assert (
-        "  engine.kind: unknown engine kind 'sglan' -> Did you mean 'sglang'? Registered kinds: embedded, sglang."
+        "  engine.kind: unknown engine kind 'sglan' -> Did you mean 'sglang'? Registered kinds: embedded, sglang, vllm."
         in (message)
     )
 
@@ -76,10 +76,10 @@ def test_a_field_of_another_backend_says_whose_it_is_and_the_fix() -> None:
         "engine.max_batch_size: is a setting of engine.kind 'embedded', not of 'sglang' -> remove it (on the command "
         "line: engine.max_batch_size=null) or set engine.kind: embedded"
     ) in message
-    assert "engine.weights_dir: is a setting of engine.kind 'sglang', not of 'embedded'" in _problems(
+    assert "engine.weights_dir: is a setting of engine.kind 'sglang' / 'vllm', not of 'embedded'" in _problems(
         "engine.weights_dir=/tmp/w"
     )
-    assert "Did you mean 'urls' (a setting of engine.kind 'sglang')?" in _problems("engine.urlz=[http://h:1]")
+    assert "Did you mean 'urls' (a setting of engine.kind 'sglang' / 'vllm')?" in _problems("engine.urlz=[http://h:1]")
     assert "engine.max_batch_sise: unknown key (value 3) -> Did you mean 'max_batch_size'?" in _problems(
         "engine.max_batch_sise=3"
     )
@@ -101,7 +101,7 @@ def test_a_registered_backend_is_selectable_by_kind(clean_registry: None) -> Non
     assert registry.register_engine(EchoEngineConfig) is EchoEngineConfig
     cfg = load_config(TINY, ["engine.kind=echo", "engine.loud=true", "engine.max_batch_size=null"], check_env=False)
     assert isinstance(cfg.engine, EchoEngineConfig) and cfg.engine.loud
-    assert "Registered kinds: echo, embedded, sglang" in _problems("engine.kind=ech0")
+    assert "Registered kinds: echo, embedded, sglang, vllm" in _problems("engine.kind=ech0")
     assert isinstance(cfg.engine.weight_transport(Path("run")), StateDictTransport)  # the base's default
     assert asyncio.run(cfg.engine.preflight(cfg.model)) == ["engine echo: no checks before it starts"]
 
