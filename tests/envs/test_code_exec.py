@@ -246,4 +246,4 @@ def test_an_env_sandbox_is_tagged_kind_defaults_to_auto_and_refuses_backend() ->
 
     assert CodeExecConfig(sandbox={"memory_bytes": 2**30}).sandbox.kind == "auto"
     with pytest.raises(pydantic.ValidationError, match="'backend' is now 'kind'"):
-        CodeExecConfig(sandbox={"backend": "process"})
+        CodeExecConfig(sandbox=dict(backend="process"))  # the old key, as an old config has it
