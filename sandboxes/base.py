@@ -24,27 +24,12 @@ from sandboxes.errors import (
     SandboxIsolationError,
 )
 from sandboxes.result import ExecResult
+from sandboxes.validation import check_code, check_timeout
 
 if TYPE_CHECKING:
     from sandboxes.service import SandboxService
 
 _RESULT_KEYS = ("stdout", "stderr", "exit_code", "timed_out", "oom_killed", "truncated", "duration_s", "restarted")
-
-
-def check_timeout(timeout_s: object) -> float:
-    """A positive number of seconds, else SandboxInputError naming the value."""
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
-        raise SandboxInputError(f"timeout_s must be a number > 0, got {timeout_s!r}: pass e.g. timeout_s=10.0")
-    return float(timeout_s)
-
-
-def check_code(code: object) -> str:
-    """Cell source must be text."""
-    if not isinstance(code, str):
-        raise SandboxInputError(
-            f"code must be a str of Python source, got {type(code).__name__} {code!r:.60}: pass the cell text"
-        )
-    return code
 
 
 class Sandbox(ABC):
@@ -108,7 +93,7 @@ class Sandbox(ABC):
 
         It is a fresh process, not the stateful session: nothing of the session's variables reaches it.
         """
-        from sandboxes.service import SandboxService  # it builds on this module
+        from sandboxes.service import SandboxService  # lazy: start-up time only (no cycle)
 
         return SandboxService(self, source)
 

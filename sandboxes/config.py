@@ -1,6 +1,7 @@
 """Pydantic configs of the sandbox backends: every limit is a documented field with a safe default.
 
-`SandboxConfig` is the tagged union (by `backend`: docker, process or auto) that environment configs embed.
+`SandboxConfig` is the tagged union (by `kind`: docker, process or auto) that environment configs embed; `kind`
+is the tag of every tagged union in the project (engines use it too), and the old name `backend` is refused.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 MiB = 1024 * 1024
 
@@ -39,7 +40,7 @@ class _LimitsConfig(BaseModel):
 class DockerSandboxConfig(_LimitsConfig):
     """A hardened, long-running Docker container with a Python session inside (the default backend)."""
 
-    backend: Literal["docker"] = Field(default="docker", description="Backend name.")
+    kind: Literal["docker"] = Field(default="docker", description="The sandbox kind (the union's tag).")
     image: str = Field(
         default="agentrl-python:1",
         description="Image with python3 (build offline: scripts/build_sandbox_image.sh).",
@@ -74,7 +75,7 @@ class DockerSandboxConfig(_LimitsConfig):
 class ProcessSandboxConfig(_LimitsConfig):
     """A local subprocess with rlimits and, where available, a private network namespace (weaker)."""
 
-    backend: Literal["process"] = Field(default="process", description="Backend name.")
+    kind: Literal["process"] = Field(default="process", description="The sandbox kind (the union's tag).")
     python: str = Field(default="python3", description="Interpreter for the session (resolved on a clean PATH).")
     memory_bytes: int = Field(
         default=1024 * MiB, ge=64 * MiB, description="RLIMIT_AS (address space, larger than resident memory)."
@@ -103,13 +104,13 @@ class ProcessSandboxConfig(_LimitsConfig):
 class AutoSandboxConfig(BaseModel):
     """Docker when an engine answers and has the image, else the process backend with a warning (weaker isolation).
 
-    Fields of either backend may be given flat (``{"backend": "auto", "memory_bytes": ...}``): each goes to
+    Fields of either backend may be given flat (``{"kind": "auto", "memory_bytes": ...}``): each goes to
     every backend that has it. A name neither backend knows is an error.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    backend: Literal["auto"] = Field(default="auto", description="Backend name.")
+    kind: Literal["auto"] = Field(default="auto", description="The sandbox kind (the union's tag).")
     docker: DockerSandboxConfig = Field(default_factory=DockerSandboxConfig, description="Used when Docker is usable.")
     process: ProcessSandboxConfig = Field(
         default_factory=ProcessSandboxConfig, description="Used otherwise (with a warning)."
@@ -120,7 +121,7 @@ class AutoSandboxConfig(BaseModel):
     def _spread_flat_fields(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        known = {"backend", "docker", "process"}
+        known = {"kind", "docker", "process"}
         flat = {key: value for key, value in data.items() if key not in known}
         backends = {"docker": DockerSandboxConfig, "process": ProcessSandboxConfig}
         unknown = sorted(key for key in flat if not any(key in model.model_fields for model in backends.values()))
@@ -138,6 +139,19 @@ class AutoSandboxConfig(BaseModel):
         return out
 
 
+def refuse_backend_key(data: Any) -> Any:
+    """The tag was called ``backend`` until issue 35: an old config gets the rename, not a puzzling union error."""
+    if isinstance(data, Mapping) and "backend" in data:
+        kind = data["backend"]
+        raise ValueError(
+            f"the sandbox config key 'backend' is now 'kind' (one word for every tagged union): write "
+            f"kind: {kind} instead of backend: {kind}"
+        )
+    return data
+
+
 SandboxConfig = Annotated[
-    DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig, Field(discriminator="backend")
+    DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig,
+    Field(discriminator="kind"),
+    BeforeValidator(refuse_backend_key),
 ]

@@ -20,12 +20,12 @@ _ADAPTER: pydantic.TypeAdapter[AnySandboxConfig] = pydantic.TypeAdapter(SandboxC
 
 
 def parse_sandbox_config(data: Mapping[str, Any]) -> AnySandboxConfig:
-    """A validated config from a mapping (e.g. YAML env kwargs); `backend` defaults to "docker"."""
+    """A validated config from a mapping (e.g. YAML env kwargs); `kind` defaults to "docker"."""
     try:
-        return _ADAPTER.validate_python({"backend": "docker", **data})
+        return _ADAPTER.validate_python(data if "backend" in data else {"kind": "docker", **data})
     except pydantic.ValidationError as exc:
         raise SandboxConfigError(
-            f"invalid sandbox config {dict(data)!r}: {exc}; backends are 'docker' (DockerSandboxConfig), "
+            f"invalid sandbox config {dict(data)!r}: {exc}; kinds are 'docker' (DockerSandboxConfig), "
             "'process' (ProcessSandboxConfig) and 'auto' (AutoSandboxConfig)"
         ) from exc
 

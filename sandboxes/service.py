@@ -8,16 +8,24 @@ the caller opens a new service to continue.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sandboxes.base import check_timeout
 from sandboxes.channel import SessionLostError
 from sandboxes.errors import SandboxInputError
+from sandboxes.validation import check_timeout
 
-if TYPE_CHECKING:
-    from sandboxes.base import Sandbox
+
+class ServiceHost(Protocol):
+    """What a service needs of its sandbox (``sandboxes.base.Sandbox`` is one): named here, not imported, so
+    that ``sandboxes.base`` can open services without the two modules importing each other."""
+
+    config: Any
+
+    def _service_op(self, request: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]: ...
+
+    def _recover(self) -> None: ...
 
 
 class ServiceReply(BaseModel):
@@ -46,7 +54,7 @@ class ServiceReply(BaseModel):
 class SandboxService:
     """A handle on one service process in a sandbox; ``request`` sends text and returns the reply."""
 
-    def __init__(self, sandbox: Sandbox, source: str) -> None:
+    def __init__(self, sandbox: ServiceHost, source: str) -> None:
         if not isinstance(source, str):
             raise SandboxInputError(f"service source must be a str of Python code, got {type(source).__name__}")
         self._sandbox = sandbox

@@ -131,7 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)  # the process backend's isolation warning
     backend = args.backend or ("docker" if docker_available() else "process")
-    config = parse_sandbox_config({"backend": backend})
+    config = parse_sandbox_config({"kind": backend})
     sets = {"easy": load_tasks("easy")[: args.easy], "humaneval": load_tasks("humaneval")[: args.humaneval]}
     new = NewGrade()
     graders: dict[str, Grade] = {"old": old_grade, "new": new}

@@ -12,21 +12,19 @@ from sandboxes.config import AutoSandboxConfig, SandboxConfig
 SANDBOX_KINDS = ("docker", "process", "auto")
 
 
-def kind_names_the_backend(value: Any) -> Any:
-    """YAML says ``kind`` (default auto); the sandboxes' configs call the same tag ``backend``."""
-    if not isinstance(value, Mapping):
+def kind_defaults_to_auto(value: Any) -> Any:
+    """A coding env's sandbox defaults to ``kind: auto`` (a bare sandboxes config defaults to docker)."""
+    if not isinstance(value, Mapping) or "backend" in value:  # the sandboxes' union names the rename
         return value
     settings = dict(value)
-    kind = settings.pop("kind", settings.get("backend", "auto"))
+    kind = settings.setdefault("kind", "auto")
     if kind not in SANDBOX_KINDS:
         raise ValueError(f"sandbox kind {kind!r} is not one of {list(SANDBOX_KINDS)}")
-    if settings.get("backend", kind) != kind:
-        raise ValueError(f"sandbox kind {kind!r} and backend {settings['backend']!r} disagree; set only kind")
-    return {**settings, "backend": kind}
+    return settings
 
 
-# The sandbox setting of a coding env: the sandboxes' typed union, written with ``kind`` in YAML.
-SandboxSetting = Annotated[SandboxConfig, BeforeValidator(kind_names_the_backend)]
+# The sandbox setting of a coding env: the sandboxes' typed union (tag ``kind``), auto unless told.
+SandboxSetting = Annotated[SandboxConfig, BeforeValidator(kind_defaults_to_auto)]
 
 
 class CodeExecConfig(BaseModel):

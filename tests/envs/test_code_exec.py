@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import gymnasium as gym
+import pydantic
 import pytest
 
 from agentrl.env import restore_env
@@ -238,3 +239,11 @@ def test_a_snapshot_without_outputs_restarts_the_episode(env: CodeExecEnv) -> No
     del episode.env_snapshot["outputs"]  # as an older agentrl stored it
     outcome = restore_episode_env(env, episode)
     assert outcome.method == "restart" and "cannot be verified" in outcome.reason
+
+
+def test_an_env_sandbox_is_tagged_kind_defaults_to_auto_and_refuses_backend() -> None:
+    from envs.code_exec.config import CodeExecConfig
+
+    assert CodeExecConfig(sandbox={"memory_bytes": 2**30}).sandbox.kind == "auto"
+    with pytest.raises(pydantic.ValidationError, match="'backend' is now 'kind'"):
+        CodeExecConfig(sandbox=dict(backend="process"))  # the old key, as an old config has it

@@ -34,7 +34,7 @@ from sandboxes import make_sandbox
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Any]:
-    box = make_sandbox({"backend": "process"})
+    box = make_sandbox({"kind": "process"})
     yield box
     box.close()
 

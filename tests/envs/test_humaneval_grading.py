@@ -41,7 +41,7 @@ def humaneval() -> list[CodingTask]:
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Any]:
     if request.param == "docker" and not docker_available():
         pytest.skip("no Docker engine with the sandbox image (run scripts/test.sh to set them up)")
-    box = make_sandbox({"backend": request.param})
+    box = make_sandbox({"kind": request.param})
     yield box
     box.close()
 

@@ -31,7 +31,7 @@ def tasks() -> dict[str, CodingTask]:
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Any]:
     if request.param == "docker" and not docker_available():
         pytest.skip("no Docker engine with the sandbox image (run scripts/test.sh to set them up)")
-    box = make_sandbox({"backend": request.param})
+    box = make_sandbox({"kind": request.param})
     yield box
     box.close()
 
@@ -90,7 +90,7 @@ def _legacy_grade() -> Any:
 @pytest.mark.parametrize("exploit", [e for e in EXPLOITS if e.beat_old_grader], ids=lambda e: e.name)
 def test_the_exploit_is_real_it_beat_the_old_in_process_grader(exploit: Exploit, tasks: dict[str, CodingTask]) -> None:
     legacy_grade = _legacy_grade()
-    with make_sandbox({"backend": "process"}) as sandbox:
+    with make_sandbox({"kind": "process"}) as sandbox:
         for task_id in exploit.targets:
             task = tasks[task_id]
             program = build_program(task, "\n" + exploit.solution(task.entry_point))
@@ -120,7 +120,7 @@ def test_codeexec_reports_flags_and_can_zero_a_flagged_reward() -> None:
 def test_the_judge_is_out_of_the_solutions_reach(grader: Grader, tasks: dict[str, CodingTask]) -> None:
     import os
 
-    with make_sandbox({"backend": "process"}) as sandbox:
+    with make_sandbox({"kind": "process"}) as sandbox:
         grader.grade(sandbox, tasks["easy/arithmetic/01"], "def add_three(x):\n    return x + 3\n")
     pid = grader._judge._proc.pid  # type: ignore[union-attr]
     # Non-dumpable: its /proc files belong to root, so no other uid can read its memory or descriptors.

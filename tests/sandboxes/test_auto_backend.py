@@ -1,4 +1,4 @@
-"""``backend: auto``: Docker when an engine answers and has the image, else the process backend with a warning;
+"""``kind: auto``: Docker when an engine answers and has the image, else the process backend with a warning;
 flat fields reach every backend that has them, and a name neither knows is an error."""
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ UNREACHABLE = "unix:///nonexistent/docker.sock"  # a real engine URL nothing lis
 
 
 def test_flat_fields_go_to_the_backends_that_have_them() -> None:
-    config = parse_sandbox_config({"backend": "auto", "memory_bytes": 2**30, "image": "mine:1", "cpu_time_s": 7})
+    config = parse_sandbox_config({"kind": "auto", "memory_bytes": 2**30, "image": "mine:1", "cpu_time_s": 7})
     assert isinstance(config, AutoSandboxConfig)
     assert config.docker.memory_bytes == config.process.memory_bytes == 2**30
     assert config.docker.image == "mine:1" and config.process.cpu_time_s == 7
     nested = AutoSandboxConfig(docker=DockerSandboxConfig(image="x:1"), memory_bytes=2**30)
     assert nested.docker.image == "x:1" and nested.docker.memory_bytes == 2**30  # flat and nested fields combine
     with pytest.raises(SandboxConfigError, match=r"unknown sandbox field\(s\) \['memroy_bytes'\]"):
-        parse_sandbox_config({"backend": "auto", "memroy_bytes": 1})
+        parse_sandbox_config({"kind": "auto", "memroy_bytes": 1})
     with pytest.raises(SandboxConfigError, match="memory_bytes"):
-        parse_sandbox_config({"backend": "auto", "memory_bytes": 5})  # below both backends' minimum
+        parse_sandbox_config({"kind": "auto", "memory_bytes": 5})  # below both backends' minimum
 
 
 def test_without_a_usable_engine_auto_starts_the_process_backend_and_says_so(
