@@ -1,6 +1,6 @@
 """Concrete agentrl environments (join agentrl env API with sandboxes); importing this registers them."""
 
-from agentrl.registry import register_env
+from agentrl.env.registry import register_env
 
 register_env("agentrl/GuessNumber-v0", entry_point="envs.guess_number:GuessNumber")
 register_env("agentrl/MagicWord-v0", entry_point="envs.magic_word:MagicWord")

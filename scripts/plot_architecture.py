@@ -27,12 +27,12 @@ ROLLOUT = (
     Stage("tasks", ("agentrl/rollout/dataset.py", "envs/code_tasks/"), "task ids in a seeded, resumable order"),
     Stage(
         "env.reset / env.step",
-        ("agentrl/env.py", "envs/code_agent/env.py", "sandboxes/", "envs/code_exec/grading/"),
+        ("agentrl/env/base.py", "envs/code_agent/env.py", "sandboxes/", "envs/code_exec/grading/"),
         "messages out, the model's text in;\ncode runs in a sandbox, a judge grades",
     ),
     Stage(
         "chat + token ledger",
-        ("agentrl/chat.py", "agentrl/ledger.py"),
+        ("agentrl/chat/assembler.py", "agentrl/trajectory/ledger.py"),
         "renders each turn incrementally;\nhistory is never re-tokenized",
     ),
     Stage(
@@ -44,7 +44,7 @@ ROLLOUT = (
 TRAIN = (
     Stage(
         "Episode",
-        ("agentrl/trajectory.py", "agentrl/rollout/buffer.py"),
+        ("agentrl/trajectory/episode.py", "agentrl/rollout/buffer.py"),
         "tokens, logprobs, versions,\nrewards; partials in SQLite",
     ),
     Stage("advantages", ("agentrl/algos/advantages.py",), "per turn, normalised\nwithin each group"),

@@ -1,4 +1,4 @@
-"""Supervised fail-then-fix warm-up for CodeAgent-v0: scripted chats from the env itself, then ``agentrl.sft``.
+"""Supervised fail-then-fix warm-up for CodeAgent-v0: scripted chats from the env itself, then ``agentrl.trainer.sft``.
 
 Each chat is a training-split task played in a real sandbox: a plausible wrong draft of the task's family,
 the env's real feedback on it (the failing visible example), then the reference solution, which the env
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from agentrl.chat import ChatAssembler
     from agentrl.models.loading import load_model, load_tokenizer
-    from agentrl.sft import SftConfig, publish_model, run_sft
+    from agentrl.trainer.sft import SftConfig, publish_model, run_sft
 
     torch.manual_seed(args.seed)
     chats, tried, schemas = scripted_chats(

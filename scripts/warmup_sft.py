@@ -1,4 +1,4 @@
-"""Supervised warm-up for any environment: chats from a JSONL file, trained with ``agentrl.sft``.
+"""Supervised warm-up for any environment: chats from a JSONL file, trained with ``agentrl.trainer.sft``.
 
 A base model that never makes a valid tool call in your env gives RL no signal (every group's rewards
 are equal). A few supervised passes over chats that use the env's protocol correctly teach the format
@@ -73,7 +73,7 @@ def tool_schemas(env_ref: str | None, kwargs_json: str) -> list[dict[str, Any]]:
     """The env's tool schemas as a run renders them ([] without ``--env``)."""
     if env_ref is None:
         return []
-    from agentrl.registry import make_env
+    from agentrl.env.registry import make_env
 
     env = make_env(env_ref, **json.loads(kwargs_json))
     try:
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from agentrl.chat import ChatAssembler
     from agentrl.models.loading import load_model, load_tokenizer
-    from agentrl.sft import SftConfig, publish_model, run_sft
+    from agentrl.trainer.sft import SftConfig, publish_model, run_sft
 
     torch.manual_seed(args.seed)
     chats = read_chats(args.chats, args.min_reward)

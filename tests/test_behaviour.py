@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentrl.behaviour import behaviour_metrics
+from agentrl.evaluation.behaviour import behaviour_metrics
 from agentrl.trainer.heldout import summary_lines
 from agentrl.trajectory import Episode, TurnRecord
 

@@ -16,7 +16,7 @@ def test_device_check_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     out = tmp_path / "device.json"
     cmd = [
         sys.executable,
-        str(ROOT / "scripts" / "bench_device.py"),
+        str(ROOT / "scripts" / "bench" / "bench_device.py"),
         "--device",
         "cpu",
         "--shape",

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_path: Path) -> None:
     out = tmp_path / "roofline.json"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_roofline.py"), "--quick", "--threads", "1"]
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "bench_roofline.py"), "--quick", "--threads", "1"]
     cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--out", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)
     report = json.loads(out.read_text())

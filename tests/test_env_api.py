@@ -11,8 +11,8 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401 - registers agentrl/GuessNumber-v0 and agentrl/MagicWord-v0
 from agentrl.env import MultiTurnEnv, StepResult, restore_env, user
+from agentrl.env.spaces import MessageList, UnicodeText
 from agentrl.errors import RolloutError
-from agentrl.spaces import MessageList, UnicodeText
 from envs.guess_number import GuessNumber
 from envs.magic_word import MagicWord, magic_word_reward
 

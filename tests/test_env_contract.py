@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from agentrl.env import EnvInfo, MultiTurnEnv, user
-from agentrl.env_contract import checked_reset, checked_step
+from agentrl.env.contract import checked_reset, checked_step
 from agentrl.errors import AgentRLError, EnvContractError
 
 ROOT = Path(__file__).resolve().parents[1]

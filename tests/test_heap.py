@@ -1,4 +1,4 @@
-"""agentrl.heap.trim_heap: memory a process freed in glibc's heap goes back to the OS (RSS drops)."""
+"""agentrl.util.heap.trim_heap: memory a process freed in glibc's heap goes back to the OS (RSS drops)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 # Run in a fresh interpreter: the test's own heap (pytest, other tests' tensors) would blur the numbers.
 PROBE = """
 import torch
-from agentrl.heap import trim_heap
+from agentrl.util.heap import trim_heap
 
 def rss_mb():
     with open("/proc/self/status") as status:

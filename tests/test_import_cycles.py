@@ -111,7 +111,7 @@ def test_agentrl_has_no_import_cycle() -> None:
     cycle = find_cycle(graph)
     assert cycle is None, (
         f"import cycle inside agentrl/: {' -> '.join(cycle or [])}; move the shared part into its own module "
-        "(as agentrl.messages holds what agentrl.env and agentrl.tools share)"
+        "(as agentrl.chat.messages holds what agentrl.env and agentrl.tools share)"
     )
 
 

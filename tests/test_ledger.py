@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentrl.chat import ChatAssembler
 from agentrl.errors import RolloutError, TemplateError
-from agentrl.ledger import TokenLedger
 from agentrl.trajectory import Episode
+from agentrl.trajectory.ledger import TokenLedger
 
 TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
 OPENING = [

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from agentrl.chat import ChatAssembler
+from agentrl.chat.messages import system, user
 from agentrl.cli.main import main
-from agentrl.messages import system, user
-from agentrl.registry import list_envs
+from agentrl.env.registry import list_envs
 from agentrl.trajectory import Episode, TokenSegment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +141,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import MultiTurnEnv, user
-from agentrl.toolcall import has_tool_call
+from agentrl.tools.toolcall import has_tool_call
 from agentrl.tools import execute_tool_calls
 
 ROOMS = ("hall", "kitchen", "cellar")

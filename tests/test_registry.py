@@ -10,8 +10,8 @@ import gymnasium as gym
 import pytest
 
 from agentrl.config.sections import EnvConfig
+from agentrl.env.registry import env_config_problems, list_envs, make_env, make_env_factory, register_env, resolve_env
 from agentrl.errors import ConfigError, EnvNotFoundError
-from agentrl.registry import env_config_problems, list_envs, make_env, make_env_factory, register_env, resolve_env
 from envs.guess_number import GuessNumber
 from envs.magic_word import MagicWord
 
@@ -69,7 +69,7 @@ def test_envs_in_other_packages_appear_once_their_module_is_imported(
         textwrap.dedent('''
         """A third-party env package."""
         from agentrl.env import MultiTurnEnv, user
-        from agentrl.registry import register_env
+        from agentrl.env.registry import register_env
 
         class Echo(MultiTurnEnv):
             """Echo the action back."""
@@ -141,7 +141,7 @@ def test_envs_listing_names_a_tool_no_schema_describes(tmp_path: Path, monkeypat
         textwrap.dedent('''
         """Tools typed with a class of the env's own."""
         from agentrl.env import MultiTurnEnv
-        from agentrl.registry import register_env
+        from agentrl.env.registry import register_env
 
         class Room:
             pass

@@ -1,4 +1,4 @@
-"""agentrl.sft: scripted chats tokenized as a rollout records them, and a warm-up that lowers their loss."""
+"""agentrl.trainer.sft: scripted chats tokenized as a rollout records them, and a warm-up that lowers their loss."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from agentrl.chat import ChatAssembler
 from agentrl.errors import ConfigError
 from agentrl.models.loading import load_model, load_tokenizer
-from agentrl.sft import SftConfig, _batch_loss, _micro_batches, chat_tokens, run_sft
+from agentrl.trainer.sft import SftConfig, _batch_loss, _micro_batches, chat_tokens, run_sft
 
 ROOT = Path(__file__).resolve().parents[1]
 CHATS = [

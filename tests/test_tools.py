@@ -10,8 +10,8 @@ import pytest
 
 from agentrl.errors import ConfigError
 from agentrl.models.loading import load_tokenizer
-from agentrl.toolcall import format_tool_call, has_tool_call, parse_tool_calls
 from agentrl.tools import as_tool, execute_tool_calls, template_supports_tools, tools_system_prompt, with_tools_prompt
+from agentrl.tools.toolcall import format_tool_call, has_tool_call, parse_tool_calls
 
 
 def add(a: int, b: int = 2) -> int:

@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from agentrl.chat.messages import Message
 from agentrl.errors import TemplateError
-from agentrl.messages import Message
 
 TemplateMismatch = Literal["error", "new_segment"]
 

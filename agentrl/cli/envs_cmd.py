@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from agentrl.registry import list_envs
+from agentrl.env.registry import list_envs
 
 
 def run(args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_dir(cfg: Any, config_path: str, resume: str | None) -> Path:
     from agentrl.rollout.buffer import BUFFER_FILE  # lazy, like every heavy import of the CLI frame
-    from agentrl.rundir import new_run_dir, resumed_run_dir
+    from agentrl.rollout.rundir import new_run_dir, resumed_run_dir
 
     if resume is not None:
         return resumed_run_dir(resume, needs=BUFFER_FILE, command="agentrl rollout")

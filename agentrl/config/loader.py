@@ -130,7 +130,7 @@ def build_config(
         found.extend(_validation_problems(exc, data))
     env_data = data.get("env")
     if check_env and isinstance(env_data, dict) and not any(p.key == "env" or p.key.startswith("env.") for p in found):
-        from agentrl.registry import env_config_problems  # lazy: the registry imports the config sections
+        from agentrl.env.registry import env_config_problems  # lazy: the registry imports the config sections
 
         found.extend(env_config_problems(EnvConfig.model_validate(env_data)))
     raise_problems(attribute_overrides(found, overrides), source=source)

@@ -284,7 +284,7 @@ class TrainerConfig(StrictModel):
     precision: Literal["auto", "fp32", "bf16_autocast"] = Field(
         "auto",
         description="bf16_autocast: the update's matmuls in bf16 (CUDA or CPU; weights, AdamW, head logits, loss stay "
-        "fp32; on a CPU only with bf16 units, see scripts/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU.",
+        "fp32; on a CPU only with bf16 units, see scripts/bench/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU.",
     )
     logprob_chunk_tokens: int = Field(
         1024,

@@ -13,9 +13,9 @@ from typing import Any, ClassVar, SupportsFloat, TypedDict
 import gymnasium as gym
 from pydantic import BaseModel
 
+from agentrl.chat.messages import Message, assistant, system, tool, user
+from agentrl.env.spaces import MessageList, UnicodeText
 from agentrl.errors import ConfigError, RolloutError, did_you_mean
-from agentrl.messages import Message, assistant, system, tool, user
-from agentrl.spaces import MessageList, UnicodeText
 from agentrl.tools import as_tool
 
 __all__ = [
@@ -53,7 +53,7 @@ class EnvInfo(TypedDict, total=False):
     """Every key of ``reset``/``step`` info that agentrl reads; all are optional, other keys are only recorded.
 
     The info dict of each step is stored on the turn record (``agentrl inspect`` shows it) after a
-    JSON round trip; ``agentrl.env_contract`` checks the types of these keys where info enters the
+    JSON round trip; ``agentrl.env.contract`` checks the types of these keys where info enters the
     rollout, and ``docs/writing-an-environment.md`` lists them.
     """
 
@@ -72,7 +72,8 @@ class EnvInfo(TypedDict, total=False):
     """Step: seconds this turn spent in a sandbox, summed into ``rollout/sandbox_time_s``."""
     action: str
     """Step of a tool/code env: what the turn did, ``"run"`` (code executed, not graded as the answer),
-    ``"submit"`` (graded), ``"none"`` or ``"invalid"``; read by the behaviour metrics (``agentrl.behaviour``)."""
+    ``"submit"`` (graded), ``"none"`` or ``"invalid"``; read by the behaviour metrics
+    (``agentrl.evaluation.behaviour``)."""
     run_failed: bool
     """Step with ``action`` ``"run"``: the code raised, timed out or failed a check it was run against; the
     behaviour metrics count a later solve as a recovery."""

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.chat.messages import Message
+from agentrl.env.spaces import ROLES
 from agentrl.errors import EnvContractError
-from agentrl.messages import Message
-from agentrl.spaces import ROLES
 
 RESET_SHAPE = "a tuple (messages, info): a list of chat messages such as [user('...')] and a dict"
 STEP_SHAPE = (

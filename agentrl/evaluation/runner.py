@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from agentrl.behaviour import behaviour_metrics
 from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.env import MultiTurnEnv
 from agentrl.errors import ConfigError
+from agentrl.evaluation.behaviour import behaviour_metrics
 from agentrl.rollout.dataset import task_seed
 from agentrl.rollout.env_threads import DaemonThreadPool
 from agentrl.rollout.metrics import RolloutMetrics

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from agentrl.chat.messages import Message
 from agentrl.errors import AgentGatewayError, OpenAIRequestError, RolloutError
 from agentrl.gateway.programs import KILL_GRACE_S, AgentProgram, Endpoint
 from agentrl.gateway.protocol import CallPlan
@@ -21,7 +22,6 @@ from agentrl.gateway.replies import SampledTurn, completion
 from agentrl.gateway.server import GatewayServer
 from agentrl.gateway.session import AgentOutcome, CallAnswer, PendingCall
 from agentrl.gateway.transcript import Transcript
-from agentrl.messages import Message
 from agentrl.openai_api.responses import error_body
 
 

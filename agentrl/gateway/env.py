@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from agentrl.chat.messages import Message
 from agentrl.env import MultiTurnEnv, StepResult
 from agentrl.errors import AgentGatewayError, ConfigError, RolloutError
 from agentrl.gateway.config import AgentGatewayConfig, load_tasks
@@ -22,7 +23,6 @@ from agentrl.gateway.conversation import AgentCall, Conversation, first_call_mis
 from agentrl.gateway.runner import AgentEpisodeRunner
 from agentrl.gateway.server import gateway_server
 from agentrl.gateway.session import AgentOutcome
-from agentrl.messages import Message
 
 
 class AgentGatewayEnv(MultiTurnEnv):

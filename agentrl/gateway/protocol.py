@@ -16,8 +16,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.chat.messages import Message
 from agentrl.errors import GatewayRequestError
-from agentrl.messages import Message
 from agentrl.openai_api.requests import (
     REFUSED,
     canonical_messages,

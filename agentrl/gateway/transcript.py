@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.chat.messages import Message
 from agentrl.errors import GatewayRequestError
-from agentrl.messages import Message
 from agentrl.openai_api.requests import canonical_message
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 
 
 def _arguments(text: str) -> Any:

@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from agentrl.chat.messages import Message
 from agentrl.errors import OpenAIRequestError
-from agentrl.messages import Message
 
 ROLES = ("system", "user", "assistant", "tool")
 # field -> values that change nothing; anything else is refused

@@ -1,6 +1,6 @@
 """GenerateResult -> OpenAI response objects, shaped as SGLang's OpenAI server returns them.
 
-Chat replies parse Hermes ``<tool_call>`` blocks (``agentrl.toolcall``) into ``message.tool_calls`` with
+Chat replies parse Hermes ``<tool_call>`` blocks (``agentrl.tools.toolcall``) into ``message.tool_calls`` with
 ``finish_reason: "tool_calls"`` when the request offered tools; ``logprobs.content`` lists every sampled
 token (its text, logprob, UTF-8 bytes). SGLang's extension ``return_token_ids`` adds the raw ids.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentrl.engines.base import GenerateResult
-from agentrl.toolcall import CLOSE_TAG, OPEN_TAG, parse_tool_calls
+from agentrl.tools.toolcall import CLOSE_TAG, OPEN_TAG, parse_tool_calls
 
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 

@@ -4,7 +4,7 @@ The buffer holds what a resumed job still needs (partial, ready and handed group
 trained, its groups are only a record of the run. Keeping them in the buffer would make the buffer,
 and the copy of it in every checkpoint, grow with every step (about 30 bytes per token). The trainer
 moves them here instead: one gzip JSON-lines file per step, ``trajectories/step_XXXXXX.jsonl.gz``,
-one group per line, written under a temporary name, fsynced and renamed (``agentrl.disk.publish``),
+one group per line, written under a temporary name, fsynced and renamed (``agentrl.util.disk.publish``),
 then deleted from the buffer.
 
 Crash safety: a job killed between the rename and the delete leaves the groups in both places; a
@@ -18,10 +18,10 @@ import gzip
 import json
 from pathlib import Path
 
-from agentrl.disk import fsync_path, publish
 from agentrl.errors import RolloutBufferError
 from agentrl.rollout.buffer import RolloutBuffer, StoredGroup
 from agentrl.trajectory import Episode
+from agentrl.util.disk import fsync_path, publish
 
 ARCHIVE_DIR = "trajectories"  # its name inside a run directory
 

@@ -68,14 +68,14 @@ class RolloutOrchestrator:
         step_timeout_s: float | None = None,
         tracebacks: TracebackLog | None = None,
     ) -> None:
-        """``group_filter(episodes)``: True when a complete group carries learning signal (``agentrl.credit``);
+        """``group_filter(episodes)``: True when a complete group carries learning signal (``agentrl.algos.credit``);
         required by ``rollout.dynamic_sampling``, and when given, the signal groups per batch are logged.
         ``step_timeout_s`` (env.step_timeout_s) fails an episode whose env call runs longer; ``tracebacks`` keeps the
         tracebacks of env failures (in the run directory)."""
         if config.dynamic_sampling and group_filter is None:
             raise ConfigError(
                 "rollout.dynamic_sampling needs a group filter (the trainer builds it from algorithm.turn_advantage: "
-                "agentrl.credit.signal_filter); pass group_filter= or set rollout.dynamic_sampling=false"
+                "agentrl.algos.credit.signal_filter); pass group_filter= or set rollout.dynamic_sampling=false"
             )
         self._group_filter = group_filter
         self._filtered: list[GroupRun] = []  # this step's groups filtered out for lack of signal

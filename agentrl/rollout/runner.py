@@ -3,7 +3,7 @@
 Invariant: every sampled token enters the episode through ``TokenLedger.append_sampled`` with the
 engine's logprob and version; a stop request (the step boundary) leaves the episode ``partial``
 with everything generated so far, and ``run`` continues it later from ``ledger.input_ids()``.
-What the env returns is checked where it enters (``agentrl.env_contract``); the info keys read
+What the env returns is checked where it enters (``agentrl.env.contract``); the info keys read
 here are those of ``agentrl.env.EnvInfo``. A request the engine aborts on its own (not at a step
 boundary) is retried; retries that bring no token back wait with backoff and are bounded
 (``MAX_IDLE_ABORTS``), then the episode fails.
@@ -24,14 +24,14 @@ from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
 from agentrl.env import MultiTurnEnv, hack_flags
-from agentrl.env_contract import checked_reset, checked_step
+from agentrl.env.contract import checked_reset, checked_step
 from agentrl.errors import EngineError, EnvContractError
-from agentrl.ledger import TokenLedger
 from agentrl.rollout.env_threads import SLOW_ENV_NOTICE_S, EnvTimeoutError, wait_env_call
 from agentrl.rollout.metrics import RolloutMetrics
 from agentrl.rollout.replay import as_recorded
 from agentrl.rollout.tracebacks import TracebackLog
 from agentrl.trajectory import Episode, TurnRecord
+from agentrl.trajectory.ledger import TokenLedger
 
 FINISHED = ("complete", "truncated", "failed")
 MAX_IDLE_ABORTS = 8  # engine-side aborts in a row that returned no token before the episode fails

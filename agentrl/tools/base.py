@@ -19,9 +19,9 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError, create_model
 
 from agentrl.chat import template_supports_tools, tools_system_prompt, with_tools_prompt
+from agentrl.chat.messages import Message, tool
 from agentrl.errors import ConfigError, ToolCallError, did_you_mean
-from agentrl.messages import Message, tool
-from agentrl.toolcall import parse_tool_calls
+from agentrl.tools.toolcall import parse_tool_calls
 
 # The chat-template helpers live with chat assembly (agentrl.chat); importable from here as before.
 __all__ = [

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, tool
 from agentrl.errors import AgentRLError, ConfigError, did_you_mean
-from agentrl.toolcall import parse_tool_calls
+from agentrl.tools.toolcall import parse_tool_calls
 
 T = TypeVar("T")
 INSTALL_HINT = "pip install 'agentrl[mcp]'"

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from agentrl.algos.credit import turn_advantages_of
 from agentrl.config.sections import AlgorithmConfig
-from agentrl.credit import turn_advantages_of
 from agentrl.errors import ConfigError
 from agentrl.trajectory import Episode, TokenSegment
 

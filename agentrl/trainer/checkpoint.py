@@ -2,7 +2,7 @@
 
 Invariant: a checkpoint directory either exists complete or not at all (written under a temp name,
 fsynced, then renamed), and ``checkpoints/latest`` only ever names a complete one, even after a
-power loss (``agentrl.disk``). The rollout buffer is copied with SQLite's backup API at the same
+power loss (``agentrl.util.disk``). The rollout buffer is copied with SQLite's backup API at the same
 step boundary, so a resume restores a consistent pair.
 """
 
@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from agentrl.disk import fsync_path, publish, write_text_durably
 from agentrl.errors import CheckpointError
 from agentrl.rollout.buffer import BUFFER_FILE
 from agentrl.trainer.distributed import DistInfo
+from agentrl.util.disk import fsync_path, publish, write_text_durably
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from agentrl.behaviour import behaviour_metrics
+from agentrl.evaluation.behaviour import behaviour_metrics
 from agentrl.trajectory import Episode
 
 

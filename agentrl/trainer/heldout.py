@@ -15,8 +15,8 @@ from typing import Any
 from agentrl.config.run import RunConfig
 from agentrl.evaluation import EvalReport, evaluate
 from agentrl.rollout.stack import eval_plan
-from agentrl.stats import t_interval
 from agentrl.trainer.seeding import SeededEngine
+from agentrl.util.stats import t_interval
 
 
 async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str) -> EvalReport:

@@ -22,10 +22,9 @@ import torch
 from agentrl.config.run import RunConfig
 from agentrl.engines.transport import SharedStorageTransport, WeightTransport
 from agentrl.errors import CheckpointError
-from agentrl.heap import trim_heap
 from agentrl.models.loading import set_activation_checkpointing
+from agentrl.rollout.rundir import new_run_dir
 from agentrl.rollout.stack import build_rollout_stack, env_factory_for, load_run_tokenizer
-from agentrl.rundir import new_run_dir
 from agentrl.trainer.async_loop import engine_threads, run_async_loop, threads_for
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.boundary import StepBoundaries
@@ -48,6 +47,7 @@ from agentrl.trainer.step_end import StepOutcome, end_step
 from agentrl.trainer.sync import session_transport, sync_weights
 from agentrl.trainer.update import PolicyUpdater
 from agentrl.trainer.validate import check_engine_logprobs, check_resume, validate_run_config, write_run_meta
+from agentrl.util.heap import trim_heap
 
 
 @dataclass
@@ -69,7 +69,8 @@ class Session:
 
 
 def make_run_dir(cfg: RunConfig, config_name: str, resume: str | Path | None) -> Path:
-    """The run directory: ``--resume`` names it (a run of the same model); else a new one (``agentrl.rundir``)."""
+    """The run directory: ``--resume`` names it (a run of the same model); else a new one
+    (``agentrl.rollout.rundir``)."""
     if resume is not None:
         run_dir = Path(resume)
         check_resume(run_dir, cfg)

@@ -60,7 +60,7 @@ def check_env(cfg: RunConfig) -> list[str]:
     The turn (reset on the first task, one step with a canned reply) is checked against the env
     contract, so an env that raises or returns the wrong shape fails the dry run, not the job.
     """
-    from agentrl.env_contract import probe_turn
+    from agentrl.env.contract import probe_turn
     from agentrl.rollout.dataset import task_seed
     from agentrl.rollout.stack import env_factory_for
 

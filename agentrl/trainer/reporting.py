@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config.sections import LoggingConfig
-from agentrl.disk import write_text_durably
 from agentrl.trainer.plots import write_plots
+from agentrl.util.disk import write_text_durably
 
 METRICS_FILE = "metrics.jsonl"
 

@@ -16,8 +16,8 @@ import yaml
 
 from agentrl.config.loader import apply_override, build_config, load_config, parse_yaml
 from agentrl.config.run import RunConfig
-from agentrl.disk import write_text_durably
 from agentrl.errors import ConfigError
+from agentrl.util.disk import write_text_durably
 
 RESOLVED_CONFIG = "config.yaml"
 ACCEPT_FLAG = "--accept-config-changes"

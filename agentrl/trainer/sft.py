@@ -22,12 +22,12 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.chat import ChatAssembler
+from agentrl.chat.messages import Message
 from agentrl.errors import ConfigError
-from agentrl.ledger import TokenLedger
-from agentrl.messages import Message
 from agentrl.models.loading import set_activation_checkpointing
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trajectory import Episode, TokenSegment
+from agentrl.trajectory.ledger import TokenLedger
 
 
 class SftConfig(BaseModel):
@@ -208,13 +208,13 @@ def run_sft(
 
 
 def publish_model(out: Path, lm: Any, tokenizer: Any, report: dict[str, Any]) -> None:
-    """Write the warmed model directory beside ``out`` and rename it into place (fsynced: ``agentrl.disk``).
+    """Write the warmed model directory beside ``out`` and rename it into place (fsynced: ``agentrl.util.disk``).
 
     ``out`` is then either absent, the previous model, or complete with its ``warmup.json``: a warm-up killed
     while saving leaves no half-written model that a config (or ``scripts/quickstart.sh``'s "already warmed"
     check) would take for a finished one.
     """
-    from agentrl.disk import publish
+    from agentrl.util.disk import publish
 
     staging = out.with_name(out.name + ".partial")
     if staging.exists():

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from agentrl.toolcall import has_tool_call, parse_tool_calls
+from agentrl.tools.toolcall import has_tool_call, parse_tool_calls
 
 # A python block may be left unclosed when generation stops on the closing fence.
 _FENCE = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)

@@ -1,7 +1,7 @@
 """McpTools-v0: answer questions with tools served by an MCP server; graded like ToolUse-v0.
 
 The tasks (question + expected answer) come from a JSONL file or inline rows; the tools come from
-any MCP server (``agentrl.mcp_tools``). Each env instance owns one MCP session, so a stateful
+any MCP server (``agentrl.tools.mcp``). Each env instance owns one MCP session, so a stateful
 server never shares state between concurrent episodes (``fresh_session`` also clears it between
 an env's successive episodes); ``reset`` reopens a session whose server died.
 """
@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, system, user
 from agentrl.errors import ConfigError, PreflightError
-from agentrl.mcp_tools import McpError, McpToolsConfig, McpToolSource
-from agentrl.toolcall import has_tool_call
+from agentrl.tools.mcp import McpError, McpToolsConfig, McpToolSource
+from agentrl.tools.toolcall import has_tool_call
 from envs.tool_use.env import parse_answer, score_answer
 
 INSTRUCTIONS = (
@@ -39,7 +39,7 @@ class McpToolsEnvConfig(BaseModel):
     """Constructor kwargs of McpTools-v0."""
 
     model_config = ConfigDict(extra="forbid")
-    mcp: McpToolsConfig = Field(description="The MCP server that provides the tools (agentrl.mcp_tools).")
+    mcp: McpToolsConfig = Field(description="The MCP server that provides the tools (agentrl.tools.mcp).")
     tasks: str | list[QaTask] = Field(description="A JSONL file of {task_id, question, answer} rows, or the rows.")
     instructions: str = Field(INSTRUCTIONS, description="System prompt of every episode.")
     max_turns: int = Field(4, ge=1, description="Assistant turns before the episode is truncated.")

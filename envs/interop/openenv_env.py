@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import PreflightError
-from agentrl.mcp_tools import error_message
-from agentrl.toolcall import has_tool_call, parse_tool_calls
+from agentrl.tools.mcp import error_message
+from agentrl.tools.toolcall import has_tool_call, parse_tool_calls
 from envs.interop.openenv_wire import OpenEnvCapacityError, OpenEnvError, OpenEnvResult, OpenEnvSession
 
 

@@ -13,8 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, system, user
-from agentrl.toolcall import has_tool_call
 from agentrl.tools import execute_tool_calls
+from agentrl.tools.toolcall import has_tool_call
 from envs.tool_use.questions import make_question, question_ids
 from envs.tool_use.tools import TOOLS
 

@@ -5,7 +5,7 @@ config's eval temperature, seeded like the held-out evaluation (common random nu
 pass@1, format compliance (turns with code, first replies that are a draft), turns used, episodes
 that ran code before their last turn, that had a failed run, and that recovered from one.
 
-    .venv/bin/python scripts/bench_code_agent.py configs/code_agent.yaml [key=value ...] \\
+    .venv/bin/python scripts/bench/bench_code_agent.py configs/code_agent.yaml [key=value ...] \\
         --splits train,test_instances,test_kinds --tasks 24 --samples 4 [--transcripts FILE.jsonl]
 """
 
@@ -37,8 +37,8 @@ def first_turn_stats(episodes: list[Episode]) -> dict[str, float]:
 
 async def measure_split(cfg: Any, engine: Any, tokenizer: Any, split: str, args: argparse.Namespace) -> dict[str, Any]:
     """Evaluate one split and summarise its episodes."""
+    from agentrl.env.registry import make_env_factory
     from agentrl.evaluation import evaluate
-    from agentrl.registry import make_env_factory
     from agentrl.trainer.seeding import SeededEngine
 
     env_cfg = cfg.env.model_copy(update={"kwargs": {**cfg.env.kwargs, "split": split}})

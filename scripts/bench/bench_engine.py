@@ -9,11 +9,11 @@
 4. multi-turn episodes (each turn resubmits the whole history): prefix cache on vs off;
 5. prompts behind one long common head (a tool-use system prompt; G copies of each prompt): prefix
    sharing on vs off;
-6. with ``--sglang-real``: SGLang 0.5.23's real CPU server beside ``agentrl serve`` (scripts/bench_servers.py):
+6. with ``--sglang-real``: SGLang 0.5.23's real CPU server beside ``agentrl serve`` (scripts/bench/bench_servers.py):
    decode tokens/s at batch 1, 8 and 24, prefix reuse on multi-turn episodes, abort latency; the tiny model is
    then built with the llama architecture (SGLang's CPU build runs it). ``--servers-only`` runs just this part.
 
-Usage: .venv/bin/python scripts/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
+Usage: .venv/bin/python scripts/bench/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
        [--sglang-real [--servers-only]]
 """
 

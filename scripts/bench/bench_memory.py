@@ -10,8 +10,8 @@ option set, with the peak RSS of every phase (model load, rollout, update, weigh
 resetting the kernel's high-water mark (``/proc/self/clear_refs``) at each phase start. Run it under
 ``flock /tmp/agentrl-heavy.lock``.
 
-    python scripts/bench_memory.py                                   # step options, random SmolLM2-shaped weights
-    python scripts/bench_memory.py job --config configs/quickstart_single.yaml --steps 3 \\
+    python scripts/bench/bench_memory.py                                   # step options, random SmolLM2-shaped weights
+    python scripts/bench/bench_memory.py job --config configs/quickstart_single.yaml --steps 3 \\
         --option 'before=!keep_engine_caches;!no_trim_heap' --option after= \\
         --option gc=trainer.gradient_checkpointing=true
 

@@ -13,7 +13,7 @@
 Every fraction is measured / roofline, so numbers from a loaded machine still compare across dtypes
 within one run. ``--quick`` uses tiny shapes (for the test), not meaningful numbers.
 
-Usage: .venv/bin/python scripts/bench_roofline.py [--model DIR] [--threads 2] [--out roofline.json]
+Usage: .venv/bin/python scripts/bench/bench_roofline.py [--model DIR] [--threads 2] [--out roofline.json]
 (default model: a tiny random Qwen3 built into a temporary directory; pass SmolLM2 for real numbers).
 """
 

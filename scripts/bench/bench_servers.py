@@ -1,4 +1,4 @@
-"""Server contenders of scripts/bench_engine.py (``--sglang-real``): ``agentrl serve`` and SGLang 0.5.23's real
+"""Server contenders of scripts/bench/bench_engine.py (``--sglang-real``): ``agentrl serve`` and SGLang 0.5.23's real
 CPU server (.venv-sglang, scripts/setup_sglang.sh), same model and dtype, same requests through the same client
 (SGLangEngine), one server at a time: decode tokens/s at batch 1, 8 and 24, prefix-cache reuse on multi-turn
 episodes (each turn resubmits the whole history), and abort latency (abort_all with 8 requests decoding until
@@ -22,7 +22,7 @@ from agentrl.engines.base import SamplingParams
 from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SGLANG_PYTHON = ROOT / ".venv-sglang" / "bin" / "python"
 
 

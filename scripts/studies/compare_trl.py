@@ -11,7 +11,7 @@ model there; every model (base, agentrl's, TRL's) is evaluated by agentrl's pair
 engine, with the same sampling seeds.
 
     pip install -e ".[compare]"     # trl==1.16.0
-    python scripts/compare_trl.py --config configs/quickstart_single.yaml --out runs/compare_trl
+    python scripts/studies/compare_trl.py --config configs/quickstart_single.yaml --out runs/compare_trl
 
 Differences that remain (reported in the JSON): TRL pads each finished row of a batch with the pad token
 (= EOS here), so a reply stopped by a stop string is trained with one EOS after it; TRL normalises
@@ -86,7 +86,7 @@ class EnvReward:
 
     def grade(self, task_id: str, completion_ids: list[int]) -> tuple[float, bool]:
         """(final reward, success) of one single-turn episode."""
-        from agentrl.env_contract import checked_step
+        from agentrl.env.contract import checked_step
         from agentrl.rollout.dataset import task_seed
 
         env = self.envs.get() if not self.envs.empty() else self._env()

@@ -6,7 +6,8 @@ tasks, and the agent's behaviour (turns, testing before submitting, recovery aft
 the spread (min-max) of the before-evaluations, the mean change with a 95 % t-interval over runs, and the
 verdict the main-job issue asks for: pass@1 rose in every run, and by more than the before-evaluations' spread.
 
-    .venv/bin/python scripts/heldout_report.py runs/quickstart-A runs/quickstart-B runs/quickstart-C [--json out.json]
+    .venv/bin/python scripts/studies/heldout_report.py runs/quickstart-A runs/quickstart-B runs/quickstart-C [--json \\
+        out.json]
 
 Prints a Markdown table (one column per run) and the verdict lines; ``--json`` also writes the numbers.
 """
@@ -19,11 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from agentrl.stats import t_interval  # noqa: E402
 from agentrl.trainer.heldout import paired_gain  # noqa: E402
+from agentrl.util.stats import t_interval  # noqa: E402
 
 BEHAVIOUR = {
     "turns_mean": "turns used",

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from agentrl.stats import t_interval
+from agentrl.util.stats import t_interval
 
 
 def pooled_pass(splits: dict[str, Any]) -> float:

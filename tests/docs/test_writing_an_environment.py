@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentrl.env import MultiTurnEnv
-from agentrl.env_contract import checked_reset
+from agentrl.env.contract import checked_reset
 from agentrl.errors import EnvContractError
 
 ROOT = Path(__file__).resolve().parents[2]

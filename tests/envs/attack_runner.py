@@ -1,7 +1,7 @@
 """Grades one attack in a fresh interpreter, optionally with the grading package as landed before issue 30.
 
 Run by tests/envs/test_reward_hacks_round2.py (as another uid where it tests a non-root trainer):
-    python attack_runner.py '{"landed": DIR|null, "sandbox": {"backend": "process"}, "task": {...}, "solution": "...",
+    python attack_runner.py '{"landed": DIR|null, "sandbox": {"kind": "process"}, "task": {...}, "solution": "...",
                               "require_host_isolation": true, "per_test_timeout_s": 1.0}'
 ``landed`` is a directory holding ``envs/code_exec/grading`` of an older commit: that package replaces this
 tree's. Prints one JSON object: fraction, flags ([kind, source]), errors, raised ("Type: message" or null).
@@ -42,7 +42,7 @@ def main() -> None:
     if args.get("landed") is None:
         options["require_host_isolation"] = args.get("require_host_isolation", True)
     out: dict[str, Any] = {"raised": None}
-    with make_sandbox(args.get("sandbox", {"backend": "process"})) as sandbox:
+    with make_sandbox(args.get("sandbox", {"kind": "process"})) as sandbox:
         with grading.Grader(grading.GraderConfig(**options)) as grader:
             try:
                 result = grader.grade(sandbox, task, args["solution"])

@@ -1,4 +1,4 @@
-"""scripts/bench_grader.py runs end to end on a few tasks (process backend) and reports what it promises."""
+"""scripts/bench/bench_grader.py runs end to end on a few tasks (process backend) and reports what it promises."""
 
 from __future__ import annotations
 
@@ -14,7 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_bench_grader_reports_latency_throughput_and_agreement() -> None:
-    command = [sys.executable, "scripts/bench_grader.py", "--backend", "process", "--easy", "2", "--humaneval", "2"]
+    command = [
+        sys.executable,
+        "scripts/bench/bench_grader.py",
+        "--backend",
+        "process",
+        "--easy",
+        "2",
+        "--humaneval",
+        "2",
+    ]
     done = subprocess.run(
         [*command, "--pool", "1", "--rounds", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )

@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 from agentrl.env import restore_env
 from agentrl.rollout.replay import restore_episode_env
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 from agentrl.trajectory import Episode, TurnRecord
 from envs.code_agent import CodeAgentEnv
 from envs.code_tasks import GeneratedTask, generate_tasks

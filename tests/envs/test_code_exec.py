@@ -10,7 +10,7 @@ import pytest
 
 from agentrl.env import restore_env
 from agentrl.rollout.replay import as_recorded, restore_episode_env
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 from agentrl.trajectory import Episode, TurnRecord
 from envs.code_exec import CodeExecEnv, load_tasks
 

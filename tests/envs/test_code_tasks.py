@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.errors import ConfigError, EnvNotFoundError
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 from envs.code_exec.actions import defines_function, parse_action
 from envs.code_exec.tasks import load_jsonl, load_tasks
 

@@ -121,12 +121,12 @@ def test_run_cell_notes_score_zero_now(sandbox_kind: str) -> None:
 def test_host_data_read_beat_a_process_sandbox_on_the_hosts_filesystem() -> None:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("legacy_grader", ROOT / "scripts" / "legacy_grader.py")
+    spec = importlib.util.spec_from_file_location("legacy_grader", ROOT / "scripts" / "bench" / "legacy_grader.py")
     assert spec is not None and spec.loader is not None
     legacy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(legacy)
     task = next(task for task in load_tasks("easy") if task.task_id == "easy/loops/02")
-    with make_sandbox({"backend": "process", "private_root": False}) as sandbox:
+    with make_sandbox({"kind": "process", "private_root": False}) as sandbox:
         program = build_program(task, "\n" + fill(HOST_DATA_READ, task.entry_point, DATA=str(EASY_DATA)))
         assert all(legacy.legacy_grade(sandbox, program, task.tests, 2.0))
 
@@ -139,7 +139,7 @@ def test_host_data_read_scores_zero_in_a_private_root(grader: Grader, box: Any) 
 
 def test_grading_refuses_a_process_sandbox_that_shows_the_host(grader: Grader) -> None:
     task = load_tasks("easy")[0]
-    with make_sandbox({"backend": "process", "private_root": False}) as sandbox:
+    with make_sandbox({"kind": "process", "private_root": False}) as sandbox:
         assert "private_root is off" in (sandbox.isolation_error or "")
         with pytest.raises(UnsafeSandboxError, match="refusing to grade.*private_root is off.*Fix: use the Docker"):
             grader.grade(sandbox, task, "\n" + (task.solution or ""))

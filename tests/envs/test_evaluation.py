@@ -17,9 +17,9 @@ from agentrl.config.sections import RolloutConfig
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.env import MultiTurnEnv, user
+from agentrl.env.registry import register_env
 from agentrl.errors import ConfigError
 from agentrl.evaluation import TaskResult, evaluate, pass_at_k, summarize
-from agentrl.registry import register_env
 from agentrl.trajectory import Episode
 
 

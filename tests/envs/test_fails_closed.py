@@ -28,7 +28,7 @@ from sandboxes import make_sandbox
 from envs.code_exec.grading import Grader, UnsafeSandboxError
 from envs.code_exec.tasks import load_tasks
 out = {{}}
-with make_sandbox({{"backend": "process"}}) as sandbox:
+with make_sandbox({{"kind": "process"}}) as sandbox:
     out["error"] = sandbox.isolation_error
     out["sees_host"] = sandbox.run_python("import os; print(os.path.exists({str(EASY_DATA)!r}))", 10).stdout.strip()
     task = load_tasks("easy")[0]
@@ -76,7 +76,7 @@ def _probe(argv: list[str]) -> dict[str, object]:
 
 
 def test_the_solution_sees_a_minimal_root() -> None:
-    with make_sandbox({"backend": "process"}) as sandbox:
+    with make_sandbox({"kind": "process"}) as sandbox:
         if sandbox.isolation_error:
             pytest.skip(f"this kernel refuses the minimal root here ({sandbox.isolation_error}): see the tests below")
         cell = (
@@ -98,7 +98,7 @@ def test_the_solution_sees_a_minimal_root() -> None:
 
 
 def test_private_root_off_shows_the_host_and_says_so() -> None:
-    with make_sandbox({"backend": "process", "private_root": False}) as sandbox:
+    with make_sandbox({"kind": "process", "private_root": False}) as sandbox:
         assert sandbox.isolation_error == "ProcessSandboxConfig.private_root is off"
         assert sandbox.run_python(f"print(open({str(EASY_DATA)!r}).read(30))", 10).stdout.startswith('{"task_id"')
 

@@ -36,7 +36,7 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 NON_ROOT_UID = 65532  # not the judge's 65533, not the containers' 65534
 BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
 # A process sandbox without namespaces: what a non-root trainer gets where unshare fails (an unprivileged container).
-NO_USERNS = {"backend": "process", "isolate_network": False}
+NO_USERNS = {"kind": "process", "isolate_network": False}
 # The landed sandbox's view (before issue 30's minimal root): no jail, no user namespace, the trainer's /proc in
 # reach. The proofs on the landed grader and the forced-grading test use it; the jail alone would stop the attack.
 NO_JAIL = {**NO_USERNS, "private_root": False}
@@ -54,7 +54,7 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Any]:
         pytest.skip("no Docker engine with the sandbox image (run scripts/test.sh to set them up)")
     if request.param == "process" and os.geteuid() != 0:
         pytest.skip("in-process grading on the process backend needs a root trainer (the non-root tests cover it)")
-    box = make_sandbox({"backend": request.param})
+    box = make_sandbox({"kind": request.param})
     yield box
     box.close()
 
@@ -121,7 +121,7 @@ def run_attack(
     tmp_path.chmod(0o777)
     args = {
         "landed": landed,
-        "sandbox": sandbox or {"backend": "process"},
+        "sandbox": sandbox or {"kind": "process"},
         "task": task.model_dump(),
         "solution": solution,
         "require_host_isolation": require_host_isolation,
@@ -171,7 +171,7 @@ def test_judge_pipe_forgery_beat_the_landed_grader_as_a_non_root_trainer(
     assert out["raised"] is None and out["fraction"] == 1.0 and out["flags"] == [], out
 
 
-@pytest.mark.parametrize("sandbox", [{"backend": "process"}, NO_USERNS], ids=["userns", "no_userns"])
+@pytest.mark.parametrize("sandbox", [{"kind": "process"}, NO_USERNS], ids=["userns", "no_userns"])
 def test_a_non_root_trainer_is_refused_grading_on_the_process_backend(
     sandbox: dict[str, Any], easy: CodingTask, tmp_path: Path
 ) -> None:
@@ -211,7 +211,7 @@ def test_a_malformed_flag_line_voids_the_grading(sandbox: Any, grader: Grader, e
 
 
 def test_a_crash_in_grading_is_a_flagged_zero_with_its_reason(grader: Grader, easy: CodingTask) -> None:
-    box = make_sandbox({"backend": "process"} if os.geteuid() == 0 else {"backend": "docker"})
+    box = make_sandbox({"kind": "process"} if os.geteuid() == 0 else {"kind": "docker"})
     box.close()  # a real fault: the sandbox is gone when grading starts
     result = grader.grade(box, easy, "\n" + (easy.solution or ""))
     assert result.fraction == 0.0 and len(result.verdicts) == len(easy.tests)
@@ -226,7 +226,7 @@ def test_a_judge_killed_mid_job_is_a_flagged_zero_not_a_silently_missing_verdict
     if os.geteuid() != 0:
         pytest.skip("a non-root trainer is refused grading on the process backend")
     slow = "import time\ndef add_three(x):\n    time.sleep(0.5)\n    return x + 3\n"
-    with make_sandbox({"backend": "process"}) as box, Grader(GraderConfig(per_test_timeout_s=3.0)) as grading:
+    with make_sandbox({"kind": "process"}) as box, Grader(GraderConfig(per_test_timeout_s=3.0)) as grading:
         judge = grading._judge
         done = threading.Event()
 

@@ -7,7 +7,7 @@ import pytest
 
 import envs  # noqa: F401 - registers the bundled environments
 from agentrl.errors import ToolCallError
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 from envs.tool_use.env import ToolUseEnv, parse_answer, score_answer
 from envs.tool_use.questions import make_question, question_ids
 from envs.tool_use.tools import calculator, convert_units, lookup

@@ -15,9 +15,9 @@ import torch
 from gateway_agents import SYSTEM, TOOLS
 
 from agentrl.chat import ChatAssembler
-from agentrl.ledger import TokenLedger
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 from agentrl.trajectory import Episode
+from agentrl.trajectory.ledger import TokenLedger
 
 TAUGHT = [("What is 6 x 7?", 6, 7), ("What is 3 x 5?", 3, 5)]
 

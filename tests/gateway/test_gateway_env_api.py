@@ -14,10 +14,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401 - registers agentrl/AgentGateway-v0
+from agentrl.env.registry import make_env
 from agentrl.errors import AgentGatewayError
 from agentrl.gateway.env import AgentGatewayEnv
-from agentrl.registry import make_env
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 
 HERE = Path(__file__).resolve().parent
 TASKS = [{"task_id": "mul-6-7", "question": "What is 6 x 7?", "answer": 42}]

@@ -18,7 +18,7 @@ from gateway_harness import gateway, orchestrator, rollout_config
 from taught_model import calc_tasks
 
 from agentrl.env import MultiTurnEnv, StepResult
-from agentrl.toolcall import parse_tool_calls
+from agentrl.tools.toolcall import parse_tool_calls
 from agentrl.trajectory import Episode
 
 pytest.importorskip("openai", reason="needs the openai client: pip install 'agentrl[gateway]'")

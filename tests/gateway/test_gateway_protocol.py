@@ -14,7 +14,7 @@ from agentrl.gateway.protocol import plan_chat_request
 from agentrl.gateway.replies import SampledTurn, completion, cut_at_stop, stream_events
 from agentrl.gateway.transcript import Transcript
 from agentrl.openai_api.requests import canonical_messages
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
 ASK = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from agentrl.errors import AgentRLError, ConfigError
-from agentrl.mcp_tools import McpError, McpToolSource
+from agentrl.tools.mcp import McpError, McpToolSource
 from envs.interop.openenv_wire import OpenEnvError, OpenEnvSession
 from envs.interop.verifiers_env import VerifiersEnv
 
@@ -25,7 +25,7 @@ def test_missing_extras_name_the_install_command(monkeypatch: pytest.MonkeyPatch
 
 
 def test_registry_lists_the_adapters_without_importing_their_extras(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentrl.registry import list_envs
+    from agentrl.env.registry import list_envs
 
     for module in ("mcp", "websockets", "verifiers"):
         monkeypatch.setitem(sys.modules, module, None)

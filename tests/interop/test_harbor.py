@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 from interop_harness import train_two_steps
 
 from agentrl.errors import ConfigError
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 from envs.interop.harbor import HarborEnv, load_harbor_tasks
 from envs.interop.harbor.image import HarborImageError
 from envs.interop.harbor.tasks import BUNDLED

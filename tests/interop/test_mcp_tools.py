@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from agentrl.mcp_tools import McpError, McpToolSource
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.mcp import McpError, McpToolSource
+from agentrl.tools.toolcall import format_tool_call
 
 pytest.importorskip("mcp", reason="needs the mcp SDK: pip install 'agentrl[mcp]'")
 

@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from agentrl.env import restore_env
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 from envs.interop.openenv_env import OpenEnvEnv
 from envs.interop.openenv_wire import OpenEnvError
 

@@ -1,4 +1,4 @@
-"""scripts/bench_memory.py: the step comparison (small shape) and the per-phase job profile (tiny job)."""
+"""scripts/bench/bench_memory.py: the step comparison (small shape) and the per-phase job profile (tiny job)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_step_options_side_by_side() -> None:
     args = ["--arch", "small", "--batch", "4", "--prompt", "32", "--completion", "32", "--repeats", "1"]
-    report = json.loads(run_script("bench_memory.py", *args, "--options", "baseline,checkpointing,shared_prefix"))
+    report = json.loads(run_script("bench/bench_memory.py", *args, "--options", "baseline,checkpointing,shared_prefix"))
     base, ckpt, shared = (report["options"][k] for k in ("baseline", "checkpointing", "shared_prefix"))
     assert base["peak_vs_baseline"] == 1.0 and ckpt["gradient_checkpointing"] is True
     for option in (base, ckpt, shared):
@@ -24,7 +24,9 @@ def test_step_options_side_by_side() -> None:
 
 def test_job_profile_has_every_phase(tiny_job: Path, tmp_path: Path) -> None:
     args = ["job", "--config", str(tiny_job), "--steps", "1", "--run-root", str(tmp_path / "runs")]
-    report = json.loads(run_script("bench_memory.py", *args, "--option", "ckpt=trainer.gradient_checkpointing=true"))
+    report = json.loads(
+        run_script("bench/bench_memory.py", *args, "--option", "ckpt=trainer.gradient_checkpointing=true")
+    )
     job = report["options"]["ckpt"]
     assert set(job["phase_peak_gb"]) == {"load", "rollout", "update", "sync", "checkpoint"}
     assert job["peak_gb"] >= max(job["phase_peak_gb"].values()) > 0.1 and len(job["step_s"]) == 1
@@ -32,6 +34,6 @@ def test_job_profile_has_every_phase(tiny_job: Path, tmp_path: Path) -> None:
 
 def test_job_profile_with_eval_records_both_evaluations(tiny_job: Path, tmp_path: Path) -> None:
     args = ["job", "--config", str(tiny_job), "--steps", "1", "--run-root", str(tmp_path / "runs"), "--eval"]
-    job = json.loads(run_script("bench_memory.py", *args))["options"]["baseline"]
+    job = json.loads(run_script("bench/bench_memory.py", *args))["options"]["baseline"]
     evals = [p for p in job["phases"] if p["phase"] == "eval"]
     assert len(evals) == 2 and all(p["peak_gb"] > 0.1 and p["s"] > 0 for p in evals)  # before and after

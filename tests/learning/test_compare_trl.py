@@ -1,4 +1,4 @@
-"""scripts/compare_trl.py end to end on the tiny job: both sides train and are evaluated, TRL saw agentrl's
+"""scripts/studies/compare_trl.py end to end on the tiny job: both sides train and are evaluated, TRL saw agentrl's
 prompt ids token for token, and the report has every row of the results table (docs/results/single-turn.md)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 def test_compare_trl_runs_both_sides_on_identical_prompt_ids(tiny_job: Path, tmp_path: Path) -> None:
     pytest.importorskip("trl", reason="the comparison needs the optional extra: pip install -e '.[compare]'")
     out = tmp_path / "compare"
-    stdout = run_script("compare_trl.py", "--config", str(tiny_job), "--out", str(out))
+    stdout = run_script("studies/compare_trl.py", "--config", str(tiny_job), "--out", str(out))
     report = read_json(out / "compare_trl.json")
     trl, ours = report["runs"]["trl"]["train"], report["runs"]["agentrl"]["train"]
     # every prompt of the single step went through TRL's tokenization and matched agentrl's ids
@@ -35,10 +35,14 @@ def test_compare_trl_runs_both_sides_on_identical_prompt_ids(tiny_job: Path, tmp
 def test_compare_trl_refuses_a_multi_turn_config(tiny_job: Path, tmp_path: Path) -> None:
     pytest.importorskip("trl", reason="the comparison needs the optional extra: pip install -e '.[compare]'")
     with pytest.raises(AssertionError, match="single-turn"):
-        run_script("compare_trl.py", "--config", str(tiny_job), "-o", "env.kwargs.max_turns=3", "--out", str(tmp_path))
+        run_script(
+            "studies/compare_trl.py", "--config", str(tiny_job), "-o", "env.kwargs.max_turns=3", "--out", str(tmp_path)
+        )
 
 
 def test_compare_trl_refuses_a_loss_trl_does_not_run(tiny_job: Path, tmp_path: Path) -> None:
     pytest.importorskip("trl", reason="the comparison needs the optional extra: pip install -e '.[compare]'")
     with pytest.raises(AssertionError, match="algorithm.loss is 'grpo'; set algorithm.loss=gspo_token"):
-        run_script("compare_trl.py", "--config", str(tiny_job), "-o", "algorithm.loss=grpo", "--out", str(tmp_path))
+        run_script(
+            "studies/compare_trl.py", "--config", str(tiny_job), "-o", "algorithm.loss=grpo", "--out", str(tmp_path)
+        )

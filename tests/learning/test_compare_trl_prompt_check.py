@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from learning_helpers import ROOT
 
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "studies"))
 
 
 def _trl_tokenizer_side(tokenizer: object) -> types.SimpleNamespace:

@@ -1,4 +1,5 @@
-"""scripts/ablate_credit.py end to end on the tiny model: real ``agentrl train`` runs, results, resume, plots."""
+"""scripts/studies/ablate_credit.py end to end on the tiny model: real ``agentrl train`` runs, results, resume,
+plots."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import yaml
 from agentrl.config.loader import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "studies"))
 
 from ablate_credit import ARMS, check_arms, clip_when_stepped_twice, summarise  # noqa: E402
 
@@ -96,7 +97,14 @@ def _tiny_agent_config(tmp_path: Path, model_dir: Path) -> Path:
 
 
 def _ablate(config: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, str(ROOT / "scripts" / "ablate_credit.py"), str(config), "--out", str(out), *extra]
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "studies" / "ablate_credit.py"),
+        str(config),
+        "--out",
+        str(out),
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
 
 

@@ -1,4 +1,4 @@
-"""scripts/heldout_report.py on hand-made run directories: per-run paired changes, the spread, the verdicts."""
+"""scripts/studies/heldout_report.py on hand-made run directories: per-run paired changes, the spread, the verdicts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "studies"))
 
 import heldout_report  # noqa: E402
 

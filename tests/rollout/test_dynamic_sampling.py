@@ -1,7 +1,7 @@
 """Dynamic sampling (rollout.dynamic_sampling): groups without learning signal are filtered out and replaced.
 
 Real parts: the embedded engine on the tiny model, the SQLite buffer, the trainer's own advantage scheme
-(``agentrl.credit``) as the filter. The env decides which tasks can carry signal: ``flat_tasks`` fail in
+(``agentrl.algos.credit``) as the filter. The env decides which tasks can carry signal: ``flat_tasks`` fail in
 every episode, the others pass on an even reply length.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from rollout_test_envs import SplitVerdictScratchpad
 
+from agentrl.algos.credit import carries_signal, signal_filter
 from agentrl.config.sections import AlgorithmConfig, RolloutConfig
-from agentrl.credit import carries_signal, signal_filter
 from agentrl.errors import ConfigError
 from agentrl.rollout.archive import TrajectoryArchive
 from agentrl.rollout.buffer import RolloutBuffer

@@ -13,8 +13,8 @@ from agentrl.config.loader import load_config
 from agentrl.config.sections import LoggingConfig
 from agentrl.errors import ConfigError, RolloutBufferError
 from agentrl.rollout.buffer import BUFFER_FILE
+from agentrl.rollout.rundir import new_run_dir, resumed_run_dir
 from agentrl.rollout.stack import build_rollout_stack, eval_plan, load_run_tokenizer
-from agentrl.rundir import new_run_dir, resumed_run_dir
 
 
 def _cfg(model_dir: Path, tmp_path: Path, *overrides: str) -> Any:

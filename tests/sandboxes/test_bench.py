@@ -1,4 +1,4 @@
-"""scripts/bench_sandbox.py keeps working: a tiny run prints the JSON report with every number."""
+"""scripts/bench/bench_sandbox.py keeps working: a tiny run prints the JSON report with every number."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_bench_script_reports_json(config_for: Callable[..., Any]) -> None:
     config_for("docker")  # skip (or fail under CI=true) without Docker
     args = ["--cells", "20", "--seconds", "0.3", "--cold", "1"]
     done = subprocess.run(
-        [sys.executable, "scripts/bench_sandbox.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "scripts/bench/bench_sandbox.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)

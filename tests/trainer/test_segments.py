@@ -16,11 +16,11 @@ from transformers import AutoTokenizer
 from agentrl.algos import LossBatch
 from agentrl.chat import ChatAssembler
 from agentrl.config.sections import AlgorithmConfig, TrainerConfig
-from agentrl.ledger import TokenLedger
 from agentrl.trainer.batch import TrainRow, build_rows, collate, pack_micro_batches
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.update import PolicyUpdater
 from agentrl.trajectory import Episode, TurnRecord
+from agentrl.trajectory.ledger import TokenLedger
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates" / "think_stripping.jinja"
 

@@ -27,7 +27,7 @@ from agentrl.engines.embedded.requests import Request, deliver
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.sampling import SamplingPlan, sample_tokens
 from agentrl.errors import EngineError
-from agentrl.heap import trim_heap
+from agentrl.util.heap import trim_heap
 
 QUEUED_ABORT_MESSAGE = "Abort in waiting queue"  # SGLang 0.5.x's reply text for a queued abort
 RUNNING_ABORT_MESSAGE = "Abort request"

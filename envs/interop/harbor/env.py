@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.env import Message, MultiTurnEnv, StepResult, system, tool, user
-from agentrl.toolcall import parse_tool_calls
+from agentrl.tools.toolcall import parse_tool_calls
 from envs.interop.harbor.image import ensure_image, ensure_verifier_image, image_workdir, workdir_files
 from envs.interop.harbor.separate import collect_artifacts, writable_roots
 from envs.interop.harbor.task_config import HarborFieldError

@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 from interop_harness import run_config, train_two_steps
 from thirdparty_env import component
 
-from agentrl.toolcall import format_tool_call
+from agentrl.tools.toolcall import format_tool_call
 from envs.interop.mcp_env import McpToolsEnv
 
 pytest.importorskip("mcp", reason="needs the MCP SDK: pip install 'agentrl[mcp]'")

@@ -1,0 +1,1 @@
+"""Small utilities that know nothing of RL: heap trimming, disk space, statistics."""
