@@ -10,8 +10,10 @@ from agentrl.chat.assembler import (
     tools_system_prompt,
     with_tools_prompt,
 )
+from agentrl.chat.messages import Message  # the old agentrl.chat module exposed it too
 
 __all__ = [
+    "Message",
     "ChatAssembler",
     "TemplateMismatch",
     "fingerprint",

@@ -7,7 +7,8 @@ and template glue are appended as tokens of the rendered text delta, and nothing
 
 from __future__ import annotations
 
-from agentrl.chat import ChatAssembler, Message
+from agentrl.chat import ChatAssembler
+from agentrl.chat.messages import Message
 from agentrl.errors import RolloutError, TemplateError
 from agentrl.trajectory import Episode, TokenSegment
 
