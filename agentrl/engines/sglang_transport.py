@@ -22,10 +22,21 @@ class ServerDown(EngineError):
 
 
 class HttpTransport:
-    """JSON over HTTP with retries; the session is rebuilt when called from another event loop."""
+    """JSON over HTTP with retries; the session is rebuilt when called from another event loop.
 
-    def __init__(self, max_retries: int) -> None:
+    ``server`` and ``start_hint`` name the kind of server and how to start one in the errors (SGLang's by
+    default; the vLLM backend passes its own)."""
+
+    def __init__(
+        self,
+        max_retries: int,
+        *,
+        server: str = "SGLang server",
+        start_hint: str = "start one with scripts/launch_sglang.sh or `agentrl serve`",
+    ) -> None:
         self.max_retries = max_retries
+        self.server = server
+        self.start_hint = start_hint
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
@@ -63,13 +74,13 @@ class HttpTransport:
                     return resp.status, _maybe_json(text)
             except asyncio.TimeoutError as exc:
                 raise EngineError(
-                    f"SGLang server {url}{path} did not answer within {timeout_s:.0f} s (engine.request_timeout_s)"
+                    f"{self.server} {url}{path} did not answer within {timeout_s:.0f} s (engine.request_timeout_s)"
                 ) from exc
             except aiohttp.ClientError as exc:
                 last = f"{type(exc).__name__}: {exc}"
         raise ServerDown(
-            f"SGLang server {url} failed {attempts} attempt(s) at {path}: {last}; is it running and reachable? (start "
-            "one with scripts/launch_sglang.sh or `agentrl serve`)"
+            f"{self.server} {url} failed {attempts} attempt(s) at {path}: {last}; is it running and reachable? "
+            f"({self.start_hint})"
         )
 
     async def get_first(self, url: str, paths: tuple[str, ...]) -> tuple[int, Any]:

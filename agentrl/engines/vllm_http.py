@@ -39,7 +39,11 @@ class VLLMEngine:
         self.config = config
         self.model_path = model_path
         self.urls = [u.rstrip("/") for u in config.urls]
-        self.http = HttpTransport(config.max_retries)
+        self.http = HttpTransport(
+            config.max_retries,
+            server="vLLM server",
+            start_hint="start one as docs/engines.md's vLLM section shows, with VLLM_SERVER_DEV_MODE=1",
+        )
         self.picker = ServerPicker(self.urls, "sticky")
         self.model_name: str | None = config.served_model_name
         self._version = 0
