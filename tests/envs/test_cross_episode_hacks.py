@@ -37,7 +37,7 @@ def grader() -> Iterator[Grader]:
 
 @pytest.fixture
 def box(sandbox_kind: str) -> Iterator[Any]:
-    sandbox = make_sandbox({"backend": sandbox_kind})
+    sandbox = make_sandbox({"kind": sandbox_kind})
     yield sandbox
     sandbox.close()
 
