@@ -39,7 +39,8 @@ with make_sandbox({{"kind": "process"}}) as sandbox:
         out["graded"] = "refused: " + str(exc)
 print(json.dumps(out))
 """
-# Runs PROBE as uid 65534 inside a user namespace (uids 0 and 65534 mapped) whose max_user_namespaces is 0.
+# Runs PROBE (argv[1]) with the interpreter argv[2] as uid 65534 inside a user namespace (uids 0 and 65534 mapped)
+# whose max_user_namespaces is 0.
 NOBODY_WITHOUT_USERNS = """
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -57,7 +58,7 @@ if pid == 0:
     os.setgid(65534)
     os.setuid(65534)
     os.chdir("/tmp")
-    os.execv(sys.executable, [sys.executable, "-c", sys.argv[1]])
+    os.execv(sys.argv[2], [sys.argv[2], "-c", sys.argv[1]])
 os.read(ready_r, 1)
 for name in ("uid_map", "gid_map"):
     with open("/proc/%d/%s" % (pid, name), "w") as fh:
@@ -68,8 +69,9 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="builds the refusing kernel set-up with root's powers")
 
 
-def _probe(argv: list[str]) -> dict[str, object]:
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "TMPDIR")}
+def _probe(argv: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
+    if env is None:
+        env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "TMPDIR")}
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd="/tmp")
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -115,14 +117,9 @@ def test_root_without_cap_sys_admin_fails_closed() -> None:
 
 @root_only
 def test_non_root_without_user_namespaces_fails_closed() -> None:
-    usable = subprocess.run(
-        # Through env: a second exec, so no capability setpriv kept lets it read what 65534 cannot.
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", sys.executable, "-c", "import pydantic"],
-        capture_output=True,
-        cwd="/tmp",
-    )
-    if usable.returncode != 0:
-        pytest.skip(f"{sys.executable} (or its packages) is not readable by uid 65534; run with a venv it can read")
-    seen = _probe([sys.executable, "-c", NOBODY_WITHOUT_USERNS, PROBE])
+    from other_uid import python_for_uid
+
+    nobody_python, env = python_for_uid(65534)
+    seen = _probe([sys.executable, "-c", NOBODY_WITHOUT_USERNS, PROBE, nobody_python], env)
     assert "unshare" in str(seen["error"]) and seen["sees_host"] == "True"
     assert str(seen["graded"]).startswith("refused: refusing to grade"), seen

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from other_uid import as_uid, python_for_uid
 from reward_hacks import ATTACKS, EXPLOITS
 
 from envs.code_exec.grading import Grader, GraderConfig, GradeResult
@@ -88,24 +89,6 @@ def landed() -> Iterator[str]:
         shutil.rmtree(dest, ignore_errors=True)
 
 
-def _as_uid(uid: int) -> None:
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-
-
-def python_for(uid: int | None) -> str:
-    """This interpreter, or (for another uid, which may not read it: e.g. a pyenv under /root) the system's one of
-    the same version, which then uses this environment's packages."""
-    if uid is None:
-        return sys.executable
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    python = shutil.which(version, path=SAFE_PATH)
-    if python is None:
-        pytest.skip(f"no {version} on {SAFE_PATH} for the non-root trainer (this one may be unreadable to others)")
-    return python
-
-
 def run_attack(
     solution: str,
     task: CodingTask,
@@ -127,14 +110,16 @@ def run_attack(
         "require_host_isolation": require_host_isolation,
     }
     uid = NON_ROOT_UID if non_root and os.geteuid() == 0 else None
+    python, env = python_for_uid(uid) if uid is not None else (sys.executable, {"PATH": SAFE_PATH})
+    env = {"PYTHONPATH": f"{ROOT}:{sysconfig.get_paths()['purelib']}", **env, "HOME": str(tmp_path)}
     proc = subprocess.run(
-        [python_for(uid), str(RUNNER), json.dumps(args)],
+        [python, str(RUNNER), json.dumps(args)],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=tmp_path,
-        env={"PATH": SAFE_PATH, "PYTHONPATH": f"{ROOT}:{sysconfig.get_paths()['purelib']}", "HOME": str(tmp_path)},
-        preexec_fn=(lambda: _as_uid(uid)) if uid is not None else None,
+        env=env,
+        preexec_fn=(lambda: as_uid(uid)) if uid is not None else None,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
