@@ -60,6 +60,21 @@ def get_json(url: str, timeout_s: float = 5.0) -> tuple[int, Any]:
         return exc.code, None
 
 
+def scheduler_gauges(url: str) -> dict[str, float]:
+    """The real server's scheduler gauges from its Prometheus ``/metrics`` (``--enable-metrics``), e.g.
+    ``num_running_reqs`` and ``num_queue_reqs``. ``/server_info`` does not report them: its ``internal_states``
+    are the server's arguments (what ``agentrl serve`` adds there is its own)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    gauges: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("sglang:") and "{" in line:
+            name, value = line.partition("{")[0], line.rsplit(" ", 1)[-1]
+            gauges[name.removeprefix("sglang:")] = float(value)
+    assert "num_running_reqs" in gauges, f"no sglang:num_running_reqs in {url}/metrics (--enable-metrics?)"
+    return gauges
+
+
 def post(url: str, body: dict[str, Any], timeout_s: float = 60.0) -> tuple[int, bytes]:
     """POST JSON to ``url``: (status, raw body), so non-JSON replies stay visible."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
@@ -85,6 +100,7 @@ class LiveServer:
         """scripts/launch_sglang_cpu.sh (the documented launch: the flags of ../shared/sglang-cpu/README.md)."""
         require_live_sglang()
         cmd = ["bash", str(ROOT / "scripts" / "launch_sglang_cpu.sh"), str(self.model_dir), str(self.port)]
+        cmd += ["--enable-metrics"]  # /metrics: the only place the real server reports its running requests
         for name, value in self.flags.items():
             flag = "--" + name.replace("_", "-")
             cmd += [flag] if value is True else [flag, str(value)]
