@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import struct
 import time
 from typing import Any
 
 from sandboxes.errors import SandboxCrashedError
+from sandboxes.session.fdwait import readable, writable
 
 _STDERR_TAIL = 4096
 
@@ -66,14 +66,14 @@ class FrameChannel:
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            if not select.select([], [self._write_fd], [], 30.0)[1]:
+            if not writable(self._write_fd, 30.0):
                 raise SessionLostError("session server stopped reading its requests for 30 s")
             view = view[os.write(self._write_fd, view) :]
 
     def _read(self, n: int, deadline: float) -> bytes:
         while len(self._buf) < n:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self._read_fd], [], [], remaining)[0]:
+            if remaining <= 0 or not readable(self._read_fd, remaining):
                 raise SessionLostError("session server did not answer in time", hung=True)
             try:
                 chunk = os.read(self._read_fd, 1 << 16)

@@ -35,9 +35,27 @@ def docker_url(config: DockerSandboxConfig) -> str:
     return config.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
 
 
+# One client per engine URL and process, shared by every sandbox. A client per sandbox held a connection pool
+# of its own (about eight descriptors), freed only by the cyclic garbage collector after the sandbox closed: a
+# trainer with a hundred pooled sandboxes passed 1024 descriptors, where select() failed every sandbox start and
+# grading, and would pass a soft limit of 1024 open files outright. Keyed by pid: a forked child connects anew.
+_clients: dict[tuple[int, str, float], docker.DockerClient] = {}
+_clients_lock = threading.Lock()
+
+
 def connect(config: DockerSandboxConfig) -> docker.DockerClient:
-    """A client that answered a ping, or SandboxUnavailableError saying how to get an engine."""
+    """The process's client for the configured engine (it answered a ping when made), or SandboxUnavailableError
+    saying how to get an engine."""
     url, timeout = docker_url(config), max(config.start_timeout_s, 10.0)
+    key = (os.getpid(), url, timeout)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = _new_client(config, url, timeout)
+    return client
+
+
+def _new_client(config: DockerSandboxConfig, url: str, timeout: float) -> docker.DockerClient:
     try:
         if config.docker_host:
             client = docker.DockerClient(base_url=config.docker_host, timeout=timeout)
@@ -97,6 +115,7 @@ class DockerSandbox(Sandbox):
         self.config = config or DockerSandboxConfig()
         self._container: Any = None
         self._socket: Any = None
+        self._raw: Any = None  # the exec's HTTP response stream, which owns the socket's descriptor too
         self._labels = dict(labels or {})
         self._finalizer: weakref.finalize | None = None
         try:
@@ -189,7 +208,7 @@ class DockerSandbox(Sandbox):
             raw = api.exec_start(exec_id, socket=True)
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxStartError(f"could not start the Python session in {self._container.name}: {exc}") from exc
-        self._socket = getattr(raw, "_sock", raw)
+        self._raw, self._socket = raw, getattr(raw, "_sock", raw)
         fd = self._socket.fileno()
         limit = max_frame_bytes(cfg.max_output_bytes, cfg.max_read_bytes)
         self._channel = FrameChannel(fd, fd, docker_mux=True, max_frame_bytes=limit, keepalive=(raw, self._socket))
@@ -202,12 +221,15 @@ class DockerSandbox(Sandbox):
             ) from exc
 
     def _close_socket(self) -> None:
-        if self._socket is not None:
-            try:
-                self._socket.close()
-            except OSError:
-                pass
-            self._socket = None
+        # The socket's descriptor closes only once the HTTP response's file object on it (``raw``) is closed too:
+        # socket.close() waits for every makefile() reference, and the response sits in a reference cycle.
+        for stream in (self._raw, self._socket):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self._raw = self._socket = None
         self._channel = None
 
     def _restart(self) -> None:

@@ -1,6 +1,6 @@
 """The session server shipped into every sandbox, and server_source() that assembles it for `python3 -c`.
 
-The five modules are importable on the host (for reading and linting) and concatenated, minus their
+The six modules are importable on the host (for reading and linting) and concatenated, minus their
 cross-imports (`from sandboxes...`, found by parsing, however they are formatted), into one
 stdlib-only script inside the sandbox.
 """
@@ -11,7 +11,7 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
-_PARTS = ("process_tree.py", "worker.py", "service.py", "wipe.py", "server.py")
+_PARTS = ("fdwait.py", "process_tree.py", "worker.py", "service.py", "wipe.py", "server.py")
 
 
 def _without_host_imports(source: str) -> str:
@@ -25,7 +25,7 @@ def _without_host_imports(source: str) -> str:
 
 @lru_cache(maxsize=1)
 def server_source() -> str:
-    """The session server as one script: process_tree + worker + service + wipe + server, host-only imports removed."""
+    """The session server as one script: the parts in ``_PARTS`` order, host-only imports removed."""
     here = Path(__file__).parent
     text = "\n".join(_without_host_imports((here / name).read_text()) for name in _PARTS)
     # One __future__ import at the top makes the annotations lazy, so the script runs on Python 3.9+.

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import os
 import resource
-import select
 import signal
 import struct
 import time
 from typing import Any
+
+from sandboxes.session.fdwait import readable
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
@@ -152,7 +153,7 @@ class Capture:
     def drain(self) -> None:
         """Read until the pipe is empty (writers may still hold it open)."""
         while self.pump():
-            if not select.select([self.fd], [], [], 0)[0]:
+            if not readable(self.fd, 0):
                 return
 
     def text(self) -> str:

@@ -12,12 +12,12 @@ import base64
 import ctypes
 import json
 import os
-import select
 import signal
 import sys
 import time
 from typing import Any
 
+from sandboxes.session.fdwait import wait_fds
 from sandboxes.session.process_tree import (
     CHUNK,
     PR_SET_CHILD_SUBREAPER,
@@ -90,7 +90,7 @@ class Supervisor:
         reply, fds = None, [worker.res_r, worker.out.fd, worker.err.fd]
         while reply is None and worker.res_r in fds:
             remaining = deadline - time.monotonic()
-            ready = select.select(fds, [], [], remaining)[0] if remaining > 0 else []
+            ready = wait_fds(fds, [], remaining)[0] if remaining > 0 else []
             if not ready:
                 break
             for fd in ready:
@@ -284,7 +284,7 @@ class Program:
         while status is None and time.monotonic() < deadline:
             writers = [self.in_w] if self.in_w is not None else []
             wait = min(deadline - time.monotonic(), 0.01 if fds else 0.001)
-            ready_r, ready_w = select.select(fds, writers, [], max(wait, 0))[:2]
+            ready_r, ready_w = wait_fds(fds, writers, max(wait, 0))
             if ready_w:
                 self.feed()
             for fd in ready_r:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import select
 import signal
 import struct
 import time
 from typing import Any
 
+from sandboxes.session.fdwait import wait_fds
 from sandboxes.session.process_tree import (
     CHUNK,
     PR_SET_PDEATHSIG,
@@ -77,7 +77,7 @@ class Service:
             if remaining <= 0:
                 return self.end(timed_out=True)
             writers = [self.req_w] if pending else []
-            readable, writable = select.select([self.rep_r, self.err.fd], writers, [], remaining)[:2]
+            readable, writable = wait_fds([self.rep_r, self.err.fd], writers, remaining)
             if writable:
                 try:
                     pending = pending[os.write(self.req_w, pending[:CHUNK]) :]

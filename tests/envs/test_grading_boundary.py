@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import resource
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -213,6 +215,28 @@ def test_honest_stdlib_use_raises_no_flag(grader: Grader, sandbox: Any) -> None:
     )
     result = run(grader, sandbox, solution, "f", "assert f(1) == [(1, 1), {'a': 2, 'b': 1}, True, [1, 2]]")
     assert result.passed == [True] and result.flags == [], result.flags
+
+
+def test_grading_works_above_1024_open_descriptors() -> None:
+    """The main job holds over 1024 descriptors (a hundred sandboxes): the judge's channel used select(), which
+    refuses them, and every grading there was scored 0 and flagged instead of graded."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1400:
+        pytest.skip(f"the hard limit of open files is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1400), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        box = make_sandbox({"kind": "process"})
+        try:
+            with Grader(GraderConfig(per_test_timeout_s=2.0)) as grading:
+                result = run(grading, box, "def f(x):\n    return x + 1\n", "f", "assert f(1) == 2", "assert f(2) == 4")
+        finally:
+            box.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert result.passed == [True, False] and result.flags == [], (result.errors, result.flags)
 
 
 def test_the_task_prefix_runs_on_the_trusted_side(grader: Grader, sandbox: Any) -> None:

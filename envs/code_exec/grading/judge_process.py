@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import select
 import shutil
 import signal
 import socket
@@ -23,6 +22,7 @@ from typing import Any, NoReturn
 from envs.code_exec.grading.result import GradingError, GradingSetupError
 from envs.code_exec.grading.seal import JOB, KEY_BYTES, ZYGOTE, ChannelTampered, Sealer, job_key
 from envs.code_exec.grading.sources import judge_source
+from sandboxes.session.fdwait import readable
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 MAX_FRAME_BYTES = 64 << 20
@@ -135,7 +135,7 @@ class JudgeProcess:
                     del self._buf[: 4 + size]
                     return self._note(self._open_frame(frame))
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0 or not readable(fd, remaining):
                 raise JudgeTimeout("the judge did not answer in time")
             chunk = os.read(fd, 1 << 16)
             if not chunk:
