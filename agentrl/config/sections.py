@@ -38,8 +38,11 @@ class ModelConfig(StrictModel):
         description="Local Hugging Face model directory (config.json, safetensors, tokenizer). Make one with `agentrl "
         "make-model`."
     )
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weights dtype: auto = bfloat16 on CUDA, float32 on CPU."
+    dtype: Literal["auto", "float32", "bfloat16", "float16", "bfloat16_if_fast"] = Field(
+        "auto",
+        description="The engine's weights dtype (the trainer keeps float32 master weights): auto = bfloat16 on "
+        "CUDA, float32 on CPU; bfloat16_if_fast = bfloat16 where the device computes it in hardware (CUDA, a CPU "
+        "with AVX512-BF16 or AMX), else float32.",
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="Where the trainer (and embedded engine) run: auto = cuda if available."
@@ -281,10 +284,11 @@ class TrainerConfig(StrictModel):
         description="Longest packed row (also at most micro_batch_tokens): attention over a packed row costs its "
         "length squared.",
     )
-    precision: Literal["auto", "fp32", "bf16_autocast"] = Field(
+    precision: Literal["auto", "fp32", "bf16_autocast", "bf16_autocast_if_fast"] = Field(
         "auto",
         description="bf16_autocast: the update's matmuls in bf16 (CUDA or CPU; weights, AdamW, head logits, loss stay "
-        "fp32; on a CPU only with bf16 units, see scripts/bench/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU.",
+        "fp32; on a CPU only with bf16 units, see scripts/bench/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU; "
+        "bf16_autocast_if_fast: bf16 where the device computes it in hardware (CUDA, a CPU with AVX512-BF16 or AMX).",
     )
     logprob_chunk_tokens: int = Field(
         1024,

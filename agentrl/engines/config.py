@@ -52,6 +52,13 @@ class EngineConfig(StrictModel):
         loop, one process), where the backend can do better than ``weight_transport``; None: it cannot."""
         return None
 
+    def samples_like_an_fp32_trainer(self, model: ModelConfig) -> bool:
+        """Whether the engine's logprobs equal an fp32 trainer's up to float rounding (then a row sampled by the
+        current weights needs no recompute under ``algorithm.proximal: recompute_stale``). The default trusts the
+        choice of proximal: a server's dtype is set where it is launched (docs/algorithm.md: use ``recompute``
+        with a bfloat16 server)."""
+        return True
+
     async def preflight(self, model: ModelConfig) -> list[str]:
         """``agentrl train --dry-run``: check what the engine needs without loading the model; the lines to
         print (raise the backend's error, naming the fix, on a failure)."""

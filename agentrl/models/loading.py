@@ -77,11 +77,16 @@ def resolve_device(device: str) -> str:
 
 
 def resolve_dtype(dtype: str, device: str) -> Any:
-    """``auto`` -> bfloat16 on CUDA, float32 on CPU; else the named torch dtype."""
+    """``auto`` -> bfloat16 on CUDA, float32 on CPU; ``bfloat16_if_fast`` -> bfloat16 where ``device`` computes
+    it in hardware (``agentrl.models.precision``), else float32; else the named torch dtype."""
     import torch
+
+    from agentrl.models.precision import has_fast_bf16
 
     if dtype == "auto":
         return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if dtype == "bfloat16_if_fast":
+        return torch.bfloat16 if has_fast_bf16(device) else torch.float32
     return getattr(torch, dtype)
 
 

@@ -129,6 +129,7 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         temperature=cfg.rollout.temperature,
         total_steps=cfg.trainer.steps,
         dist=dist,
+        engine_matches_fp32=cfg.engine.samples_like_an_fp32_trainer(cfg.model),
     )
     start = 0
     if ckpt is not None:

@@ -23,6 +23,7 @@ from agentrl.algos import LossBatch, PolicyLoss
 from agentrl.algos.loss_base import finish_metrics
 from agentrl.config.sections import AlgorithmConfig, TrainerConfig
 from agentrl.errors import ConfigError
+from agentrl.models.precision import has_fast_bf16
 from agentrl.trainer.batch import MicroBatch, TrainRow, collate, pack_micro_batches, split_mini_batches
 from agentrl.trainer.distributed import DistInfo, max_floats_over_ranks, max_over_ranks, sum_over_ranks
 from agentrl.trainer.logprobs import PolicyLogprobs, TokenLogprobs
@@ -58,6 +59,8 @@ def lag_metrics(rows: list[TrainRow], version: int | None) -> dict[str, float]:
 
 def autocast_bf16(precision: str, device_type: str) -> bool:
     """Whether the trainer's forward runs under bf16 autocast: ``trainer.precision`` on ``device_type``."""
+    if precision == "bf16_autocast_if_fast":
+        return has_fast_bf16(device_type)
     return precision == "bf16_autocast" or (precision == "auto" and device_type == "cuda")
 
 
@@ -92,7 +95,11 @@ class PolicyUpdater:
         temperature: float,
         total_steps: int,
         dist: DistInfo = DistInfo(),
+        engine_matches_fp32: bool = True,
     ) -> None:
+        """``engine_matches_fp32``: the engine's logprobs are an fp32 forward's (``EngineConfig.
+        samples_like_an_fp32_trainer``); with this trainer's autocast off too, ``proximal: recompute_stale`` may
+        take a fresh row's engine logprobs as its proximal. Otherwise every trained row is recomputed."""
         self.policy, self.algo, self.cfg, self.temperature, self.dist = policy, algo, cfg, temperature, dist
         self.loss: PolicyLoss = algo.loss  # type: ignore[assignment]  # resolved by the config's registry
         self.off_policy = algo.off_policy
@@ -107,6 +114,8 @@ class PolicyUpdater:
                 "choose another algorithm.loss"
             )
         self.device = next(policy.parameters()).device
+        # the engine's logprobs are this trainer's own (float rounding aside): recompute_stale may keep fresh rows'
+        self.engine_logprobs_exact = engine_matches_fp32 and not autocast_bf16(cfg.precision, self.device.type)
         self.optimizer = torch.optim.AdamW(
             policy.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay
         )
@@ -279,8 +288,12 @@ class PolicyUpdater:
         return {**meter.metrics("mismatch"), "train/recomputed_rows": recomputed}
 
     def _needs_recompute(self, row: TrainRow) -> bool:
-        """recompute_stale: does a trained token of ``row`` come from older weights (or from unknown ones)?"""
+        """recompute_stale: does a trained token of ``row`` come from older weights (or from unknown ones), or from
+        an engine whose numerics are not this trainer's (bf16 on either side: its ratio would start off 1 by the
+        mismatch, outside GSPO's band)?"""
         if self.off_policy.proximal != "recompute_stale" or self.version is None or not row.versions:
+            return True
+        if not self.engine_logprobs_exact:
             return True
         return any(m and v < self.version for m, v in zip(row.mask, row.versions))  # -1: unknown, recomputed
 

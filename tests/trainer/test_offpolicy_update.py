@@ -91,3 +91,25 @@ def test_recompute_stale_forwards_only_stale_trainable_rows_and_updates_as_recom
     for (name, a), b in zip(tiny_lm.state_dict().items(), every_lm.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0.0, atol=1e-4, msg=name)
     assert m_stale["train/is_abs_log_ratio_mean"] == pytest.approx(m_every["train/is_abs_log_ratio_mean"], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("engine_matches_fp32", "precision", "recomputed"),
+    [(True, "fp32", 3.0), (False, "fp32", 7.0), (True, "bf16_autocast", 7.0)],
+)
+def test_recompute_stale_recomputes_fresh_rows_too_when_engine_and_trainer_numerics_differ(
+    tiny_lm: torch.nn.Module, engine_matches_fp32: bool, precision: str, recomputed: float
+) -> None:
+    """A fresh row's engine logprobs are its proximal only when they are the trainer's own numbers: a bf16
+    engine, or a trainer under bf16 autocast, starts its ratio off 1 by the mismatch (outside GSPO's band)."""
+    algo = AlgorithmConfig(proximal="recompute_stale", is_correction={"name": "tis", "cap": 2.0})
+    updater = PolicyUpdater(
+        PolicyLogprobs(tiny_lm, chunk_tokens=32),
+        algo,
+        TrainerConfig(lr=1e-3, mini_batches=2, precision=precision),  # type: ignore[arg-type]
+        temperature=1.0,
+        total_steps=3,
+        engine_matches_fp32=engine_matches_fp32,
+    )
+    metrics = updater.update(_mixed_lag_rows(tiny_lm, algo), version=3)
+    assert metrics["train/recomputed_rows"] == recomputed  # 3 stale trainable rows; 7 trainable in all

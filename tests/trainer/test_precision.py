@@ -3,13 +3,18 @@ and the engine-trainer mismatch it brings, measured by the audit (algorithm.audi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from trainer_episodes import make_groups
 
 from agentrl.algos import LossBatch
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.config.sections import AlgorithmConfig, ModelConfig, TrainerConfig
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
+from agentrl.models.loading import resolve_dtype
+from agentrl.models.precision import has_fast_bf16
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.logprobs import PolicyLogprobs, _chunk_logprobs
 from agentrl.trainer.update import PolicyUpdater, autocast_bf16
@@ -49,6 +54,27 @@ def test_precision_resolves_per_device() -> None:
     assert autocast_bf16("auto", "cuda") and not autocast_bf16("auto", "cpu")
     assert autocast_bf16("bf16_autocast", "cpu") and not autocast_bf16("fp32", "cuda")
     assert TrainerConfig().precision == "auto"  # the CPU default stays float32
+
+
+def _cpu_flags() -> set[str]:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+
+
+def test_if_fast_choices_follow_the_cpus_bf16_units() -> None:
+    """``*_if_fast``: bf16 exactly where this CPU has AVX512-BF16 or AMX (read from /proc/cpuinfo here, from
+    torch's own checks in the code), float32 elsewhere; so one config is fast on both kinds of machine."""
+    flags = _cpu_flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags to compare with")
+    fast = bool({"avx512_bf16", "amx_bf16"} & flags)
+    assert has_fast_bf16("cpu") == fast
+    assert autocast_bf16("bf16_autocast_if_fast", "cpu") == fast
+    assert resolve_dtype("bfloat16_if_fast", "cpu") == (torch.bfloat16 if fast else torch.float32)
+    engine = EmbeddedEngineConfig()
+    assert engine.samples_like_an_fp32_trainer(ModelConfig(path="m", dtype="bfloat16_if_fast")) == (not fast)
+    assert engine.samples_like_an_fp32_trainer(ModelConfig(path="m", dtype="float32"))
+    assert not engine.samples_like_an_fp32_trainer(ModelConfig(path="m", dtype="bfloat16"))
 
 
 def test_head_and_log_softmax_stay_fp32_under_autocast() -> None:

@@ -73,14 +73,23 @@ class EmbeddedEngineConfig(EngineConfig):
             return None
         return SharedStorageTransport()
 
+    def samples_like_an_fp32_trainer(self, model: ModelConfig) -> bool:
+        """True when the engine computes in float32, as the trainer's master weights do (the same model, so its
+        logprobs are the trainer's up to float rounding); False when it serves bfloat16 or float16 weights."""
+        import torch
+
+        from agentrl.models.loading import resolve_device, resolve_dtype
+
+        return resolve_dtype(model.dtype, resolve_device(model.device)) == torch.float32
+
     async def preflight(self, model: ModelConfig) -> list[str]:
         """Device available, model directory present, and the worst-case key/value memory (nothing loads)."""
         from agentrl.engines.embedded.kv_cache import max_cols_bound
-        from agentrl.models.loading import check_model_dir, resolve_device
+        from agentrl.models.loading import check_model_dir, resolve_device, resolve_dtype
 
         device = resolve_device(model.device)
         arch = json.loads((check_model_dir(model.path) / "config.json").read_text())
-        dtype = model.dtype if model.dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
+        dtype = str(resolve_dtype(model.dtype, device)).removeprefix("torch.")
         per_token = kv_bytes_per_token(arch, _DTYPE_BYTES[dtype])
         context = min(self.max_seq_len, int(arch.get("max_position_embeddings") or self.max_seq_len))
         columns = max_cols_bound(context)  # rows share one write column: a full window plus relayout headroom
