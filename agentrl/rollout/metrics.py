@@ -26,6 +26,8 @@ class RolloutMetrics:
     tokens_generated: int = 0
     prompt_tokens: int = 0  # prompt tokens sent to the engine
     cached_prompt_tokens: int = 0  # of those, tokens the engine did not recompute (prefix reuse)
+    new_prompt_tokens: int = 0  # of those, tokens the episode had not sent to these weights before
+    recomputed_prompt_tokens: int = 0  # computed although sent before: what a larger prefix cache would save
     engine_time_s: float = 0.0
     env_time_s: float = 0.0
     sandbox_time_s: float = 0.0
@@ -44,6 +46,8 @@ class RolloutMetrics:
         out["rollout/prompt_tokens"] = float(self.prompt_tokens)
         # prefill work: tokens the engine computed vs copied from its prefix cache (or a running twin's head)
         out["rollout/computed_prompt_tokens"] = float(self.prompt_tokens - self.cached_prompt_tokens)
+        out["rollout/new_prompt_tokens"] = float(self.new_prompt_tokens)
+        out["rollout/recomputed_prompt_tokens"] = float(self.recomputed_prompt_tokens)
         out["rollout/cached_prompt_frac"] = (
             self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
         )
@@ -56,3 +60,32 @@ class RolloutMetrics:
             out[f"rollout/staleness_{lag}"] = float(count)
         out["rollout/staleness_max"] = float(max(self.staleness, default=0))
         return out
+
+
+@dataclass
+class SentTokens:
+    """The tokens whose keys/values the engine computed for one episode's last request, under which weights.
+
+    Each turn's prompt extends the previous prompt and reply (history is never re-tokenized), so only the tokens
+    after that head are new to the engine; computing more than those is work the prefix cache could have saved.
+    A weight update flushes the engine's cache, so the head counts only while the version is the same.
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    version: int | None = None
+
+    def count(self, metrics: RolloutMetrics, prompt: list[int], version: int, computed: int) -> None:
+        """Add this request's new and needlessly recomputed prompt tokens to ``metrics``."""
+        head = 0
+        if version == self.version:
+            limit = min(len(prompt), len(self.tokens))
+            while head < limit and prompt[head] == self.tokens[head]:
+                head += 1
+        new = len(prompt) - head
+        metrics.new_prompt_tokens += new
+        metrics.recomputed_prompt_tokens += max(0, computed - new)
+
+    def sent(self, prompt: list[int], output: list[int], version: int) -> None:
+        """Remember the request the engine just served: its prompt and every output token but the last, which was
+        sampled but never fed through the model (the next turn computes it)."""
+        self.tokens, self.version = [*prompt, *output[:-1]], version

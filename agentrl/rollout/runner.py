@@ -27,7 +27,7 @@ from agentrl.env import MultiTurnEnv, hack_flags
 from agentrl.env.contract import checked_reset, checked_step
 from agentrl.errors import EngineError, EnvContractError
 from agentrl.rollout.env_threads import SLOW_ENV_NOTICE_S, EnvTimeoutError, wait_env_call
-from agentrl.rollout.metrics import RolloutMetrics
+from agentrl.rollout.metrics import RolloutMetrics, SentTokens
 from agentrl.rollout.replay import as_recorded
 from agentrl.rollout.tracebacks import TracebackLog
 from agentrl.trajectory import Episode, TurnRecord
@@ -73,6 +73,7 @@ class EpisodeRunner:
         if stepped:
             self._take_cap(stepped[-1].info)
         self.task: asyncio.Task[Episode] | None = None
+        self.sent = SentTokens()  # what this runner sent the engine's current weights (prefill accounting)
 
     @property
     def finished(self) -> bool:
@@ -213,6 +214,7 @@ class EpisodeRunner:
         self.failure_source = "engine"
         self.request_id = new_request_id()
         started = time.perf_counter()
+        version = self.ctx.engine.weight_version
         try:
             result = await self.ctx.engine.generate(input_ids, sampling, self.request_id)
         finally:
@@ -225,6 +227,8 @@ class EpisodeRunner:
         self.ctx.metrics.tokens_generated += len(result.output_ids)
         self.ctx.metrics.prompt_tokens += result.prompt_tokens
         self.ctx.metrics.cached_prompt_tokens += result.cached_tokens
+        self.sent.count(self.ctx.metrics, input_ids, version, result.prompt_tokens - result.cached_tokens)
+        self.sent.sent(input_ids, result.output_ids, version)
         return result.finish_reason, result.extra.get("message")
 
     async def _step(self, turn: TurnRecord) -> None:

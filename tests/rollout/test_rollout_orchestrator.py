@@ -70,6 +70,44 @@ def _turn_starts(ep: Episode) -> dict[int, int]:
     return starts
 
 
+@pytest.mark.parametrize("prefix_cache_tokens", [16384, 0])
+def test_prefill_accounting_separates_new_tokens_from_recomputed_ones(
+    tiny_model_dir: Path, tiny_tokenizer: Any, prefix_cache_tokens: int
+) -> None:
+    """``new_prompt_tokens``: what the episodes had not sent before (the floor a prefix cache allows);
+    ``recomputed_prompt_tokens``: what the engine computed beyond it. With the cache the engine recomputes
+    nothing; without it every later turn recomputes its history."""
+    from agentrl.engines.embedded.config import EmbeddedEngineConfig
+    from agentrl.engines.embedded.engine import EmbeddedEngine
+
+    async def scenario() -> tuple[Any, RecordingEngine]:
+        config = EmbeddedEngineConfig(max_seq_len=1024, seed=0, prefix_cache_tokens=prefix_cache_tokens)
+        engine = RecordingEngine(EmbeddedEngine.from_pretrained(tiny_model_dir, config=config))
+        orch = _orchestrator(
+            engine, tiny_tokenizer, _cfg(group_size=3, partial_rollout=False), lambda: Scratchpad(num_tasks=4)
+        )
+        batch = await orch.collect_step(1)
+        await orch.close()
+        await engine.inner.close()
+        return batch, engine
+
+    batch, engine = asyncio.run(scenario())
+    new = recomputed = 0
+    for i, (prompt, result) in enumerate(engine.calls):
+        # the episode's previous request: the longest earlier prompt + reply (less the last, sampled-only token)
+        # that this prompt extends
+        heads = [p + r.output_ids[:-1] for p, r in engine.calls[:i] if r.output_ids]
+        head = max((len(h) for h in heads if prompt[: len(h)] == h and len(h) < len(prompt)), default=0)
+        new += len(prompt) - head
+        recomputed += max(0, result.prompt_tokens - result.cached_tokens - (len(prompt) - head))
+    metrics = batch.metrics
+    assert metrics["rollout/new_prompt_tokens"] == new and metrics["rollout/recomputed_prompt_tokens"] == recomputed
+    if prefix_cache_tokens:
+        assert recomputed == 0 and metrics["rollout/computed_prompt_tokens"] <= new
+    else:
+        assert recomputed > 0 and metrics["rollout/computed_prompt_tokens"] >= recomputed
+
+
 def test_groups_tokens_and_logprobs_come_from_the_engine(
     make_engine: Callable[[], Any], tiny_tokenizer: Any, tiny_model_dir: Path
 ) -> None:
