@@ -37,6 +37,22 @@ async def check_engine(cfg: RunConfig) -> list[str]:
     return await cfg.engine.preflight(cfg.model)
 
 
+def check_precision(cfg: RunConfig) -> list[str]:
+    """What ``model.dtype`` and ``trainer.precision`` resolve to on this machine, and what that costs the update."""
+    from agentrl.models.loading import resolve_device, resolve_dtype
+    from agentrl.models.precision import describe_bf16
+    from agentrl.trainer.update import autocast_bf16
+
+    device = resolve_device(cfg.model.device)
+    engine_dtype = str(resolve_dtype(cfg.model.dtype, device)).removeprefix("torch.")
+    update = "bf16 autocast" if autocast_bf16(cfg.trainer.precision, device.split(":")[0]) else "float32"
+    line = f"precision: engine {engine_dtype}, update {update}, master weights float32 ({describe_bf16(device)})"
+    exact = cfg.engine.samples_like_an_fp32_trainer(cfg.model) and update == "float32"
+    if cfg.algorithm.off_policy.proximal == "recompute_stale" and not exact:
+        line += "; proximal recompute_stale recomputes every trained row (the engine's logprobs are not the update's own)"
+    return [line]
+
+
 def check_tools(env: MultiTurnEnv, env_id: str) -> list[str]:
     """Build the schemas of ``env``'s tools as a run would, then close it.
 
@@ -97,4 +113,4 @@ def _bounded(probe: Callable[[], str], cfg: RunConfig) -> str:
 
 def preflight(cfg: RunConfig) -> list[str]:
     """Run every check; returns the lines to print (raises on the first failure)."""
-    return [*check_model(cfg), *asyncio.run(check_engine(cfg)), *check_env(cfg)]
+    return [*check_model(cfg), *check_precision(cfg), *asyncio.run(check_engine(cfg)), *check_env(cfg)]

@@ -160,3 +160,21 @@ def test_dry_run_bounds_its_probe_turn_of_an_env_whose_step_blocks(
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(PreflightError, match=r"one turn \(reset, then one step\) did not return within 1 s"):
         preflight(_cfg(tiny_model_dir, "env.id=blocking_env:Blocks", "env.kwargs={}", "env.step_timeout_s=1"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "engine", "update", "recomputes_all"),
+    [
+        ((), "float32", "float32", False),
+        (("model.dtype=bfloat16",), "bfloat16", "float32", True),
+        (("trainer.precision=bf16_autocast",), "float32", "bf16 autocast", True),
+    ],
+)
+def test_the_dry_run_says_what_precision_resolves_to_and_what_it_costs(
+    tiny_model_dir: Path, overrides: tuple[str, ...], engine: str, update: str, recomputes_all: bool
+) -> None:
+    from agentrl.trainer.preflight import check_precision
+
+    [line] = check_precision(_cfg(tiny_model_dir, "algorithm.proximal=recompute_stale", *overrides))
+    assert f"engine {engine}, update {update}, master weights float32" in line
+    assert ("recomputes every trained row" in line) == recomputes_all
