@@ -37,6 +37,9 @@ class TrainRow:
     stale_tokens: int = 0
     versions: list[int] = field(default_factory=list)  # policy version per position (-1 off-policy); [] unknown
     logp_behaviour: list[float] = field(default_factory=list)  # the engine's, once a recompute replaced logp_old
+    # the proximal (pi_old) is the step-start policy and this row trains in mini-batch 0, whose forward runs at the
+    # step-start weights: that forward's detached logprobs are the proximal, with no recompute pass of its own
+    proximal_from_forward: bool = False
 
     @property
     def length(self) -> int:

@@ -44,7 +44,7 @@ class MismatchMeter:
         self.clipped = {"n_clipped_seqs": 0.0, "n_seqs": 0.0, "n_clipped_tokens": 0.0, "n_tokens": 0.0}
 
     def add(self, micro: MicroBatch, logp_bt: torch.Tensor) -> None:
-        """Add one micro-batch's trainer logprobs (loss layout, on the CPU)."""
+        """Add one micro-batch's trainer logprobs (loss layout, on the micro-batch's device)."""
         if not any(r.episode_index >= 0 for r in micro.rows):
             return
         inputs = {name: getattr(micro, name) for name in self.loss.inputs}
@@ -54,7 +54,7 @@ class MismatchMeter:
         self.abs_log_s.append(abs_log_s(logp_bt, micro))
         for k in micro.turn_ids[micro.mask].unique().tolist():
             sel = micro.mask & (micro.turn_ids == k)
-            self.by_turn[k].append(logp_bt[sel] - micro.logp_old[sel])
+            self.by_turn[k].append((logp_bt[sel] - micro.logp_old[sel]).cpu())
 
     def metrics(self, prefix: str) -> dict[str, float]:
         """Per-turn and overall mean/max |delta logprob| and k3 KL E[exp(d) - 1 - d], d = train - engine."""

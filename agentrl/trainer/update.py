@@ -104,6 +104,7 @@ class PolicyUpdater:
         self.loss: PolicyLoss = algo.loss  # type: ignore[assignment]  # resolved by the config's registry
         self.off_policy = algo.off_policy
         self.metric_spec = self.loss.metric_spec(self.off_policy)
+        self._mismatch: MismatchMeter | None = None  # the update's engine-trainer mismatch, when it recomputes
         self.version: int | None = None  # the policy version at the start of the current update
         # called before each micro-batch's forward (async mode widens the update's threads there)
         self.before_micro_batch: Callable[[], None] | None = None
@@ -161,6 +162,7 @@ class PolicyUpdater:
         start = time.perf_counter()
         self.version = version
         metrics: dict[str, float] = lag_metrics(rows, version)
+        self._mismatch = None
         if self.off_policy.recomputes:
             metrics.update(self.recompute_old_logprobs(rows))
         elif audit:
@@ -171,6 +173,8 @@ class PolicyUpdater:
             norm = self._mini_batch_step(mini, totals, first=index == 0)
             if norm is not None:
                 grad_norms.append(norm)
+        if self._mismatch is not None:  # complete only now: mini-batch 0's forward measured its fused rows
+            metrics.update(self._mismatch.metrics("mismatch"))
         metrics.update(self._summarize(totals, grad_norms, len(rows), time.perf_counter() - start))
         metrics["train/stale_masked_tokens"] = float(sum(r.stale_tokens for r in rows))  # algorithm.max_token_lag
         return metrics
@@ -191,10 +195,11 @@ class PolicyUpdater:
         for micro in self._micro_batches(trainable):
             if self.before_micro_batch is not None:
                 self.before_micro_batch()
-            loss, logp_bt = self._micro_loss(micro.to(self.device), n_local, totals)
+            on_device = micro.to(self.device)
+            loss, logp_bt = self._micro_loss(on_device, n_local, totals)
             loss.backward()
             if first:
-                first_abs_log_s.append(abs_log_s(logp_bt, micro))
+                first_abs_log_s.append(abs_log_s(logp_bt, on_device))
         norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
         self.optimizer.step()
@@ -215,6 +220,7 @@ class PolicyUpdater:
         with self._autocast():
             out = self._forward(micro)
         logp_bt = micro.loss_layout(out.logp_bt)
+        self._proximal_from_forward(micro, logp_bt)
         loss_out = self.loss(self._loss_batch(logp_bt, micro), n_local, self.off_policy)
         if any(r.episode_index >= 0 for r in micro.rows):  # statistics of real rows only, not padding rows
             for name, metric in self.metric_spec.items():
@@ -253,6 +259,21 @@ class PolicyUpdater:
         out.update({f"train/{k}": v for k, v in totals.first.items()})
         return out
 
+    def _proximal_from_forward(self, micro: MicroBatch, logp_bt: torch.Tensor) -> None:
+        """Rows flagged ``proximal_from_forward`` take this forward's detached logprobs as their proximal: it runs at
+        the step-start weights, in the trainer's precision, so it computes what the recompute pass would have. The
+        engine's logprobs in ``micro.logp_old`` are measured against it first (``mismatch/*``)."""
+        fused = [row.proximal_from_forward for row in micro.rows]
+        if not any(fused):
+            return
+        detached = logp_bt.detach()
+        if self._mismatch is not None:
+            self._mismatch.add(micro, detached)
+        take = torch.tensor(fused, device=detached.device)[:, None] & micro.mask
+        micro.logp_old = torch.where(take, detached, micro.logp_old)
+        for row in micro.rows:
+            row.proximal_from_forward = False  # used once: later mini-batches train on moved weights
+
     @torch.no_grad()
     def _trainer_logprobs(self, rows: list[TrainRow]) -> list[tuple[MicroBatch, torch.Tensor]]:
         """The trainer's logprobs (loss layout, CPU) of rows this rank holds, micro-batch by micro-batch."""
@@ -266,26 +287,33 @@ class PolicyUpdater:
         return out
 
     def recompute_old_logprobs(self, rows: list[TrainRow]) -> dict[str, float]:
-        """Replace the engine logprobs by a trainer forward (pi_old := current policy); log the mismatch.
+        """Replace the engine logprobs by the trainer's at the step-start weights (pi_old := current policy); the
+        mismatch is logged after the update (``mismatch/*``).
 
-        Only rows the loss will see are forwarded (a row with no non-zero advantage gives no gradient), and with
+        Only rows the loss will see get them (a row with no non-zero advantage gives no gradient), and with
         ``proximal: recompute_stale`` only those holding a token sampled before this step's weights: a fresh
-        row's proximal is its behaviour (the engine's logprobs), kept as both.
+        row's proximal is its behaviour (the engine's logprobs), kept as both. Rows of mini-batch 0 take them
+        from their own training forward (``proximal_from_forward``); only later mini-batches' rows, trained after
+        an optimizer step, need a no-grad forward first (``train/proximal_forward_rows``).
         """
         here = self._trained_here(rows)
         chosen = [r for r in here if r.trainable and self._needs_recompute(r)]
+        first = {id(r) for r in self._local_rows(split_mini_batches(rows, self.cfg.mini_batches)[0])}
+        forwarded = [r for r in chosen if id(r) not in first]
         if self.off_policy.decoupled:
             chosen_ids = {id(r) for r in chosen}
             for row in here:
-                if not row.logp_behaviour and id(row) not in chosen_ids:
-                    row.logp_behaviour = list(row.logp_old)  # p = b for this row
-        meter = MismatchMeter(self.loss)
-        for micro, logp in self._trainer_logprobs(chosen):
-            meter.add(micro, logp)
+                if not row.logp_behaviour and (id(row) not in chosen_ids or id(row) in first):
+                    row.logp_behaviour = list(row.logp_old)  # p = b for this row, or b kept before p replaces it
+        for row in chosen:
+            row.proximal_from_forward = id(row) in first
+        self._mismatch = MismatchMeter(self.loss)
+        for micro, logp in self._trainer_logprobs(forwarded):
+            self._mismatch.add(micro, logp)
             if any(r.episode_index >= 0 for r in micro.rows):
                 write_back(micro, logp, keep_behaviour=self.off_policy.decoupled)
-        recomputed = sum_over_ranks([float(len(chosen))], self.dist)[0]
-        return {**meter.metrics("mismatch"), "train/recomputed_rows": recomputed}
+        recomputed, passes = sum_over_ranks([float(len(chosen)), float(len(forwarded))], self.dist)
+        return {"train/recomputed_rows": recomputed, "train/proximal_forward_rows": passes}
 
     def _needs_recompute(self, row: TrainRow) -> bool:
         """recompute_stale: does a trained token of ``row`` come from older weights (or from unknown ones), or from
