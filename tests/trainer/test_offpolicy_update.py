@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 from trainer_episodes import make_groups
+from update_probes import applied_gradients
 
 from agentrl.config.sections import AlgorithmConfig, TrainerConfig
 from agentrl.trainer.batch import build_rows, split_mini_batches
@@ -15,14 +16,6 @@ from agentrl.trainer.mismatch import write_back
 from agentrl.trainer.update import PolicyUpdater, _Totals
 
 REWARDS = [[1.0, 0.0, 0.3, 0.8], [0.2, 0.9, 0.1, 0.4]]
-
-
-def _applied_gradients(updater: PolicyUpdater) -> list[list[torch.Tensor]]:
-    """The gradient each optimizer step of ``updater`` applies, recorded as it is applied."""
-    seen: list[list[torch.Tensor]] = []
-    params = list(updater.policy.parameters())
-    updater.optimizer.register_step_pre_hook(lambda *_: seen.append([p.grad.clone() for p in params]))
-    return seen
 
 
 def _updater(lm: torch.nn.Module, algo: AlgorithmConfig) -> PolicyUpdater:
@@ -124,6 +117,12 @@ def test_recompute_stale_recomputes_fresh_rows_too_when_engine_and_trainer_numer
     assert metrics["train/recomputed_rows"] == recomputed  # 3 stale trainable rows; 7 trainable in all
 
 
+def _one_mini_batch(lm: torch.nn.Module, algo: AlgorithmConfig) -> PolicyUpdater:
+    """One optimizer step per update, at a learning rate too small to move the weights between forwards."""
+    config = TrainerConfig(lr=1e-9, mini_batches=1)
+    return PolicyUpdater(PolicyLogprobs(lm, chunk_tokens=32), algo, config, temperature=1.0, total_steps=3)
+
+
 def test_mini_batch_zero_takes_its_proximal_from_its_own_forward_with_the_recompute_passs_numbers(
     tiny_lm: torch.nn.Module,
 ) -> None:
@@ -132,35 +131,23 @@ def test_mini_batch_zero_takes_its_proximal_from_its_own_forward_with_the_recomp
     and only rows of later mini-batches are forwarded twice."""
     apart_lm = copy.deepcopy(tiny_lm)
     algo = AlgorithmConfig(proximal="recompute", is_correction={"name": "tis", "cap": 2.0})
-    fused = PolicyUpdater(
-        PolicyLogprobs(tiny_lm, chunk_tokens=32),
-        algo,
-        TrainerConfig(lr=1e-9, mini_batches=1),
-        temperature=1.0,
-        total_steps=3,
-    )
+    fused = _one_mini_batch(tiny_lm, algo)
     rows = _mixed_lag_rows(tiny_lm, algo)
     engine = [list(r.logp_old) for r in rows]
-    fused_grads = _applied_gradients(fused)
+    fused_grads = applied_gradients(fused)
     metrics = fused.update(rows, version=3)
     assert metrics["train/recomputed_rows"] == 7.0 and metrics["train/proximal_forward_rows"] == 0.0
     assert [r.logp_behaviour for r in rows if r.trainable] == [e for e, r in zip(engine, rows) if r.trainable]
     assert metrics["mismatch/abs_max"] > 0.04  # the stale rows' engine logprobs were 0.05 off, measured all the same
     assert metrics["train/mb0_abs_log_s_max"] == 0.0  # the ratio starts at exactly 1
     # the reference: a separate no-grad pass first (what every row of a later mini-batch still gets)
-    apart = PolicyUpdater(
-        PolicyLogprobs(apart_lm, chunk_tokens=32),
-        algo,
-        TrainerConfig(lr=1e-9, mini_batches=1),
-        temperature=1.0,
-        total_steps=3,
-    )
+    apart = _one_mini_batch(apart_lm, algo)
     apart_rows = _mixed_lag_rows(apart_lm, algo)
     for row in apart_rows:  # b: the engine's; p: a no-grad pass over the trained rows, before any training forward
         row.logp_behaviour = list(row.logp_old)
     for micro, logp in apart._trainer_logprobs([r for r in apart_rows if r.trainable]):
         write_back(micro, logp)
-    apart_grads = _applied_gradients(apart)
+    apart_grads = applied_gradients(apart)
     apart._mini_batch_step(apart_rows, _Totals(), first=True)
     assert len(fused_grads) == len(apart_grads) == 1
     for a, b in zip(fused_grads[0], apart_grads[0]):

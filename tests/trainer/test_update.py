@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 from trainer_episodes import make_groups
+from update_probes import applied_gradients
 
 from agentrl.config.sections import AlgorithmConfig, TrainerConfig
 from agentrl.errors import ConfigError
@@ -114,14 +115,6 @@ def test_a_mini_batch_without_signal_still_steps_the_lr_schedule(tiny_lm: torch.
     assert updater.scheduler.last_epoch == 10
 
 
-def _gradients_at_each_step(updater: PolicyUpdater) -> list[list[torch.Tensor]]:
-    """The (clipped) gradient every optimizer step of ``updater`` applies, recorded as it is applied."""
-    seen: list[list[torch.Tensor]] = []
-    params = list(updater.policy.parameters())
-    updater.optimizer.register_step_pre_hook(lambda *_: seen.append([p.grad.clone() for p in params]))
-    return seen
-
-
 def test_update_is_invariant_to_micro_batch_budget(tiny_lm: torch.nn.Module) -> None:
     """Gradient accumulation over small micro-batches gives the gradient of one big micro-batch.
 
@@ -134,7 +127,7 @@ def test_update_is_invariant_to_micro_batch_budget(tiny_lm: torch.nn.Module) -> 
     lm_small = copy.deepcopy(tiny_lm)
     big_updater = _updater(tiny_lm, lr=1e-9, micro_batch_tokens=100_000)
     small_updater = _updater(lm_small, lr=1e-9, micro_batch_tokens=64)
-    big_grads, small_grads = _gradients_at_each_step(big_updater), _gradients_at_each_step(small_updater)
+    big_grads, small_grads = applied_gradients(big_updater), applied_gradients(small_updater)
     rows = build_rows(groups, 4, AlgorithmConfig(), 0)
     assert len(small_updater._micro_batches([r for r in rows if r.trainable])) > 1  # it does accumulate
     big = big_updater.update(rows)
