@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import torch
+from bench_servers import real_servers, servers_section
 
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
@@ -339,7 +340,7 @@ def main() -> None:
         heads = {"hidden_size": 128, "head_dim": 64} if args.vllm_real else {}
         model_dir = make_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")), architecture=arch, **heads)
     if real_servers(args) and args.servers_only:
-        return report_and_write(args, {"model": str(model_dir), "servers": servers(model_dir, args)})
+        return report_and_write(args, {"model": str(model_dir), "servers": servers_section(model_dir, args)})
     proc, url = start_server(model_dir, args.threads, args.batch)
     engine = EmbeddedEngine.from_pretrained(model_dir, config=EmbeddedEngineConfig(max_batch_size=args.batch, seed=0))
     if args.hf_forward:
@@ -366,23 +367,8 @@ def main() -> None:
     }
     report.update(multi_turn_and_shared_head(args, multi, shared))
     if real_servers(args):
-        report["servers"] = servers(model_dir, args)
+        report["servers"] = servers_section(model_dir, args)
     report_and_write(args, report)
-
-
-def servers(model_dir: Path, args: argparse.Namespace) -> dict[str, object]:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_servers import server_contenders
-    from transformers import AutoConfig
-
-    vocab = min(AutoConfig.from_pretrained(model_dir).vocab_size, 2000)
-    others = real_servers(args)
-    return server_contenders(model_dir, args.threads, args.new_tokens, args.turns, vocab, others, args.server_dtype)
-
-
-def real_servers(args: argparse.Namespace) -> tuple[str, ...]:
-    """The real servers asked for as contenders, in the order they run."""
-    return tuple(kind for kind, wanted in (("sglang", args.sglang_real), ("vllm", args.vllm_real)) if wanted)
 
 
 def report_and_write(args: argparse.Namespace, report: dict[str, object]) -> None:

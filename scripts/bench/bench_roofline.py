@@ -8,7 +8,9 @@
 3. engine prefill: prompt tokens/s against ``2 x params`` FLOPs a token at the ``N^3`` GEMM rate;
 4. trainer forward+backward (``PolicyLogprobs``, fp32 master weights; bf16 = autocast): tokens/s and a
    CPU "MFU" (``6 x params`` FLOPs a token, 8 with activation checkpointing, at the ``N^3`` GEMM rate),
-   with and without activation checkpointing.
+   with and without activation checkpointing;
+5. layouts: each decode matmul of the model with its weight ``[out, in]`` (as stored) and ``[in, out]`` (the
+   lean forward's copies), per dtype and batch (``gemm_layouts.py``).
 
 Every fraction is measured / roofline, so numbers from a loaded machine still compare across dtypes
 within one run. ``--quick`` uses tiny shapes (for the test), not meaningful numbers.
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gemm_layouts import layout_rates, model_matmul_shapes
 from roofline_profile import profile_decode, timed_generate
 
 from agentrl.engines.embedded.config import EmbeddedEngineConfig, kv_bytes_per_token
@@ -223,6 +226,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress(f"profile_b{batch}", profiles[-1])
     hidden, inter = arch["hidden_size"], arch["intermediate_size"]
     dtypes = _dtypes_worth_running(hw, args)
+    layouts = layout_rates(model_matmul_shapes(arch), args.batches, {n: DTYPES[n] for n in dtypes}, args.repeats)
+    progress("layouts", layouts)
     engine = {name: engine_section(model_dir, name, hw, params, arch, args) for name in dtypes}
     trainer: dict[str, Any] = {}
     for name in [] if args.skip_trainer else dtypes:
@@ -239,6 +244,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "model": {"path": str(model_dir), "params": params, "hidden": hidden, "intermediate": inter},
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "layouts": layouts,
         "engine": engine,
         "trainer": trainer,
         "skipped": {name: hw["bf16_skip_reason"] for name in DTYPES if name not in dtypes},

@@ -8,6 +8,7 @@ prefix-cache reuse on multi-turn episodes (each turn resubmits the whole history
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import random
@@ -182,3 +183,17 @@ def server_contenders(
             "abort_latency_s": s["abort_latency_s"] / a["abort_latency_s"],
         }
     return report
+
+
+def real_servers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The real servers bench_engine.py's arguments ask for as contenders, in the order they run."""
+    return tuple(kind for kind, wanted in (("sglang", args.sglang_real), ("vllm", args.vllm_real)) if wanted)
+
+
+def servers_section(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """bench_engine.py's ``servers`` section: agentrl serve beside each real server asked for."""
+    from transformers import AutoConfig
+
+    vocab = min(AutoConfig.from_pretrained(model_dir).vocab_size, 2000)
+    others = real_servers(args)
+    return server_contenders(model_dir, args.threads, args.new_tokens, args.turns, vocab, others, args.server_dtype)
