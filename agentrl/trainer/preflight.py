@@ -49,7 +49,7 @@ def check_precision(cfg: RunConfig) -> list[str]:
     line = f"precision: engine {engine_dtype}, update {update}, master weights float32 ({describe_bf16(device)})"
     exact = cfg.engine.samples_like_an_fp32_trainer(cfg.model) and update == "float32"
     if cfg.algorithm.off_policy.proximal == "recompute_stale" and not exact:
-        line += "; proximal recompute_stale recomputes every trained row (the engine's logprobs are not the update's own)"
+        line += "; proximal recompute_stale recomputes every trained row (the engine's logprobs are not the update's)"
     return [line]
 
 
