@@ -35,3 +35,9 @@ def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_pa
     [profile] = report["profile_fp32_decode"]
     assert profile["batch"] == 3 and profile["engine_step_ms"] > 0 and profile["bare_step_ms"] > 0
     assert profile["op_share"]["matmul"] > 0 and profile["top_ops"]  # the profiler saw the forward's ops
+    layouts = report["layouts"]  # every decode matmul of the model, both weight layouts, per dtype and batch
+    assert set(layouts) == {"fp32_b1", "fp32_b3", "bf16_b1", "bf16_b3"}
+    for cell in layouts.values():
+        assert set(cell["shapes"]) == {"qkv", "o", "gate_up", "down", "lm_head"}
+        assert all(r["out_in_gflop_s"] > 0 and r["in_out_gflop_s"] > 0 for r in cell["shapes"].values())
+        assert cell["in_out_over_out_in"] > 0
