@@ -23,7 +23,7 @@ from agentrl.engines.sglang_settings import INVISIBLE_SETTINGS, ServerSettings, 
 from agentrl.engines.sglang_topology import Entry, discover, list_router_workers, read_workers
 from agentrl.engines.sglang_transport import CONTROL_TIMEOUT_S, HttpTransport, ServerDown, error_text
 from agentrl.engines.sglang_wire import parse_reply, sampling_to_json, version_to_wire
-from agentrl.engines.weight_dirs import publish_weights
+from agentrl.engines.weight_dirs import publish_state_dict
 from agentrl.errors import EngineConfigError, EngineError
 
 _ABORT_WAIT_S = 10.0  # abort() re-sends until its targets return (an abort can race the request)
@@ -231,7 +231,11 @@ class SGLangEngine:
             finally:
                 shared.close()
         else:
-            path = Path(source) if isinstance(source, (str, Path)) else self._write_state_dict(source, version)
+            path = (
+                Path(source)
+                if isinstance(source, (str, Path))
+                else publish_state_dict(self.config.weights_dir, source, version, "SGLang")
+            )
             route, what = "/update_weights_from_disk", str(path)
             disk = {**body, "model_path": str(path.resolve())}
             replies = await asyncio.gather(*(self.http.call("POST", u, route, disk, timeout) for u in self.workers))
@@ -241,20 +245,6 @@ class SGLangEngine:
                     f"SGLang server {url} failed to load weights from {what} (HTTP {status}): {error_text(reply)}"
                 )
         self._version = int(version)
-
-    def _write_state_dict(self, state: Mapping[str, Any], version: int) -> Path:
-        """Save a state dict as safetensors under ``engine.weights_dir`` (servers must see the path)."""
-        if not self.config.weights_dir:
-            raise EngineConfigError(
-                "update_weights got a state dict but engine.weights_dir is unset; set it to a directory the SGLang "
-                "servers can read"
-            )
-        from safetensors.torch import save_file
-
-        tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}  # clone: no shared storage
-        return publish_weights(
-            self.config.weights_dir, version, lambda d: save_file(tensors, str(d / "model.safetensors"))
-        )
 
     def model_identity(self) -> ModelIdentity:
         """The model directory the run config names (the servers' own paths may differ); no config read here."""

@@ -24,7 +24,7 @@ from agentrl.engines.sglang_transport import CONTROL_TIMEOUT_S, HttpTransport, S
 from agentrl.engines.vllm_config import VLLMEngineConfig
 from agentrl.engines.vllm_probe import check_logprob_semantics, check_reloadable, served_model
 from agentrl.engines.vllm_wire import completion_body, parse_completion
-from agentrl.engines.weight_dirs import publish_weights
+from agentrl.engines.weight_dirs import publish_state_dict
 from agentrl.errors import EngineConfigError, EngineError
 
 
@@ -174,7 +174,11 @@ class VLLMEngine:
     async def update_weights(self, source: Mapping[str, Any] | str | Path, version: int) -> None:
         """Pause every server (``weight_update``: finish_old waits, abort cuts), reload from a directory (a
         state dict is written to ``engine.weights_dir`` first), set the version, resume."""
-        path = Path(source) if isinstance(source, (str, Path)) else self._write_state_dict(source, version)
+        path = (
+            Path(source)
+            if isinstance(source, (str, Path))
+            else publish_state_dict(self.config.weights_dir, source, version, "vLLM")
+        )
         check_reloadable(path)
         if not self._probed:
             await self.probe()
@@ -195,19 +199,6 @@ class VLLMEngine:
         from agentrl.engines.vllm_probe import reload_weights
 
         await reload_weights(self.http, url, path.resolve(), version, max(self.config.request_timeout_s, 60.0))
-
-    def _write_state_dict(self, state: Mapping[str, Any], version: int) -> Path:
-        if not self.config.weights_dir:
-            raise EngineConfigError(
-                "update_weights got a state dict but engine.weights_dir is unset; set it to a directory the vLLM "
-                "servers can read"
-            )
-        from safetensors.torch import save_file
-
-        tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}
-        return publish_weights(
-            self.config.weights_dir, version, lambda d: save_file(tensors, str(d / "model.safetensors"))
-        )
 
     def model_identity(self) -> ModelIdentity:
         """The model directory the run config names (the servers' own paths may differ)."""

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+from agentrl.errors import EngineConfigError
 
 _NAME = re.compile(r"^v\d{6,}$")
 
@@ -37,6 +40,20 @@ def publish_weights(root: str | Path, version: int, write: Callable[[Path], None
     for old in versions[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def publish_state_dict(root: str | Path | None, state: Mapping[str, Any], version: int, servers: str) -> Path:
+    """Save a state dict as ``model.safetensors`` in the version directory under ``root`` (``engine.weights_dir``),
+    which the ``servers`` load by path."""
+    if not root:
+        raise EngineConfigError(
+            f"update_weights got a state dict but engine.weights_dir is unset; set it to a directory the {servers} "
+            "servers can read"
+        )
+    from safetensors.torch import save_file
+
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}  # clone: no shared storage
+    return publish_weights(root, version, lambda d: save_file(tensors, str(d / "model.safetensors")))
 
 
 def _version(path: Path) -> int:

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from router_process import start_router, stop_router
 from test_rollout_http import _free_port, _orchestrator, _serve
 
 from agentrl.engines.base import SamplingParams
@@ -40,37 +40,6 @@ def _get(url: str) -> tuple[int, Any]:
         return exc.code, None
 
 
-def _start_router(workers: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--worker-urls", *workers, "--health-check-interval-secs", "1", "--log-level", "warn"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "sglang-router exited during start-up"
-        try:
-            status, body = _get(url + "/readiness")
-            if status == 200 and body.get("healthy_workers") == len(workers):
-                return proc, url
-        except OSError:
-            pass
-        time.sleep(0.3)
-    proc.kill()
-    proc.wait(timeout=20)
-    raise AssertionError("sglang-router did not see its workers within 90 s")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
-
-
 def _cluster(model_dir: Path) -> Iterator[dict[str, Any]]:
     procs: list[subprocess.Popen[bytes]] = []
     try:  # whatever started is stopped, also when a later start fails
@@ -78,12 +47,12 @@ def _cluster(model_dir: Path) -> Iterator[dict[str, Any]]:
         for _ in range(2):
             workers.append(_serve(model_dir))
             procs.append(workers[-1][0])
-        router, url = _start_router([w[1] for w in workers])
+        router, url = start_router([w[1] for w in workers])
         procs.insert(0, router)
         yield {"router": url, "workers": workers}
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_router(proc)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from live_server import (
     scheduler_gauges,
 )
 from rollout_test_envs import Scratchpad
+from router_process import start_router
 
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import SamplingParams
@@ -284,7 +284,7 @@ def test_router_over_two_real_servers(server: LiveServer, llama_dir: Path, tmp_p
     status, raw = post(server.url + "/update_weights_from_disk", {"model_path": str(llama_dir), "weight_version": "0"})
     assert status == 200, raw
     with live_servers(llama_dir, tmp_path, max_running_requests=2) as (second,):
-        router, url = _start_router([server.url, second.url])
+        router, url = start_router([server.url, second.url])
         try:
             client = _client(url, tmp_path)
             long = SamplingParams(max_new_tokens=3000, ignore_eos=True)
@@ -308,28 +308,6 @@ def test_router_over_two_real_servers(server: LiveServer, llama_dir: Path, tmp_p
     assert any("sglang-router over 2 worker(s)" in line for line in lines)
     assert all(r.finish_reason == "abort" and len(r.output_ids) < 3000 for r in results)
     assert all(set(r.token_versions()) <= {9} for r in results)
-
-
-def _start_router(workers: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    from live_server import free_port
-
-    port = free_port()
-    cmd = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--worker-urls", *workers, "--health-check-interval-secs", "1", "--log-level", "warn"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "sglang-router exited during start-up"
-        try:
-            status, body = get_json(url + "/readiness")
-            if status == 200 and body.get("healthy_workers") == len(workers):
-                return proc, url
-        except OSError:
-            pass
-        time.sleep(0.3)
-    proc.kill()
-    raise AssertionError("sglang-router did not see its workers within 90 s")
 
 
 def test_a_restarted_server_is_detected(server: LiveServer, llama_dir: Path, tmp_path: Path) -> None:

@@ -1,0 +1,51 @@
+"""The base of engine backends that are HTTP clients of inference servers (``sglang``, ``vllm``): the fields they
+share, their one config check, and their weight directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from agentrl.config.problems import Problem
+from agentrl.engines.config import EngineConfig
+from agentrl.engines.transport import DiskTransport
+
+
+class ServerEngineConfig(EngineConfig):
+    """Servers reached over HTTP; a subclass names its kind, its example port and its endpoints."""
+
+    example_port: ClassVar[int] = 30000  # the servers' usual port, for the messages
+
+    urls: list[str] = Field(
+        default_factory=list, description="Server base URLs, e.g. http://10.0.0.5:PORT (at least one)."
+    )
+    request_timeout_s: float = Field(600.0, gt=0, description="HTTP timeout of one generation request.")
+    max_retries: int = Field(3, ge=0, description="Retries with backoff on connection errors and 5xx.")
+    weights_dir: str | None = Field(
+        None,
+        description="Directory both trainer and servers can read, where synced weights are written (default: "
+        "<run_dir>/weights); the servers load each version from it by path.",
+    )
+    allow_truncated_sampling: bool = Field(
+        False,
+        description="Allow top_p < 1 / top_k > 0 requests, whose returned logprobs are those of the truncated "
+        "distribution, not the behaviour logprobs of the full vocabulary (fine for eval, biased for training).",
+    )
+
+    def problems(self) -> list[Problem]:
+        """At least one server URL."""
+        if self.urls:
+            return []
+        return [
+            Problem(
+                "engine.urls",
+                f"engine.kind is {self.kind!r} but no server URL is given",
+                f"set engine.urls: [http://HOST:{self.example_port}] or use engine.kind: embedded",
+            )
+        ]
+
+    def disk_transport(self, run_dir: Path) -> DiskTransport:
+        """Versioned safetensors directories under ``weights_dir`` (default ``<run_dir>/weights``)."""
+        return DiskTransport(Path(self.weights_dir) if self.weights_dir else Path(run_dir) / "weights")
