@@ -33,7 +33,8 @@ def revealing_wrong(task: GeneratedTask) -> str:
 
 @pytest.fixture
 def env(sandbox_kind: str) -> Iterator[CodeAgentEnv]:
-    environment = CodeAgentEnv(split="all", max_turns=5, sandbox={"kind": sandbox_kind})
+    # the reward values asserted below are final_draft's; the default form (zero) has a test of its own
+    environment = CodeAgentEnv(split="all", max_turns=5, shaping_terminal="final_draft", sandbox={"kind": sandbox_kind})
     yield environment
     environment.close()
 
@@ -75,7 +76,7 @@ def test_exceptions_in_examples_are_reported_with_the_call(env: CodeAgentEnv) ->
 
 def test_last_turn_grades_the_latest_draft_and_no_draft_scores_zero(sandbox_kind: str) -> None:
     task = task_of("kth_value")
-    env = CodeAgentEnv(split="all", max_turns=2, sandbox={"kind": sandbox_kind})
+    env = CodeAgentEnv(split="all", max_turns=2, shaping_terminal="final_draft", sandbox={"kind": sandbox_kind})
     try:
         env.reset(seed=0, options={"task_id": task.task_id})
         env.step(block(revealing_wrong(task)))
@@ -91,9 +92,10 @@ def test_last_turn_grades_the_latest_draft_and_no_draft_scores_zero(sandbox_kind
 
 
 def test_farming_shaping_never_beats_solving(sandbox_kind: str) -> None:
-    """Trivial runs earn nothing; hard-coding the visible examples earns the shaping cap and outcome 0."""
+    """Trivial runs earn nothing; under final_draft, hard-coding the visible examples earns the shaping cap and
+    outcome 0 (the default, zero, pays it nothing: the test below)."""
     task = task_of("word_counts")
-    env = CodeAgentEnv(split="all", max_turns=3, sandbox={"kind": sandbox_kind})
+    env = CodeAgentEnv(split="all", max_turns=3, shaping_terminal="final_draft", sandbox={"kind": sandbox_kind})
     try:
         env.reset(seed=0, options={"task_id": task.task_id})
         trivial = [env.step(block("print(1)"))[1] for _ in range(2)]
@@ -247,7 +249,9 @@ def test_a_failing_draft_with_results_already_seen_costs_the_stall_penalty(sandb
     """Resubmitting, renaming, or going back to an earlier failing draft repeats feedback: each costs the penalty."""
     task = task_of("predicates")
     wrong, other = task.wrong[0], f"def {task.entry_point}(x):\n    return None"
-    env = CodeAgentEnv(split="all", max_turns=6, stall_penalty=0.1, sandbox={"kind": sandbox_kind})
+    env = CodeAgentEnv(
+        split="all", max_turns=6, stall_penalty=0.1, shaping_terminal="final_draft", sandbox={"kind": sandbox_kind}
+    )
     try:
         env.reset(seed=0, options={"task_id": task.task_id})
         first = env.step(block(wrong))[1]

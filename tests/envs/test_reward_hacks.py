@@ -161,7 +161,13 @@ def test_codeagent_can_zero_a_flagged_episode_that_solves_the_task() -> None:
     spy = f"import sys\n{task.solution}\n_real = {task.entry_point}\n"
     spy += f"def {task.entry_point}(*args):\n    sys._getframe(0)\n    return _real(*args)\n"
     for zero, expected in ((False, 1.0), (True, 0.0)):
-        env = CodeAgentEnv(split="all", max_turns=1, zero_reward_if_flagged=zero, sandbox={"kind": "process"})
+        env = CodeAgentEnv(  # final_draft: a solve's shaping is paid (0.2), so zeroing it shows
+            split="all",
+            max_turns=1,
+            zero_reward_if_flagged=zero,
+            shaping_terminal="final_draft",
+            sandbox={"kind": "process"},
+        )
         try:
             env.reset(seed=0, options={"task_id": task.task_id})
             _, reward, terminated, _, info = env.step(f"```python\n{spy}```")
