@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.request
 from pathlib import Path
 
@@ -66,29 +67,31 @@ def test_generation_is_token_in_token_out_with_tempered_logprobs(vllm_server: VL
     assert (at_one - torch.tensor(result.logprobs)).abs().max().item() > 100 * LOGPROB_TOL
 
 
-def _running_requests(url: str) -> float:
-    """vLLM's own gauge of requests decoding (``vllm:num_requests_running`` on its Prometheus ``/metrics``)."""
-    with urllib.request.urlopen(url + "/metrics", timeout=5) as reply:
-        lines = reply.read().decode().splitlines()
-    return sum(float(line.rsplit(" ", 1)[-1]) for line in lines if line.startswith("vllm:num_requests_running"))
-
-
 def test_a_step_boundary_abort_keeps_the_partial_tokens_and_the_rollout_resumes(vllm_server: VLLMServer) -> None:
-    # The cut follows the server's own word that the request decodes, not a clock: 2000 tokens (max-model-len
-    # 2048) took ~7 s on a loaded AVX2 machine and under 0.5 s on an idle AVX-512 one, where a cut after a fixed
-    # 0.5 s came too late
-    long = SamplingParams(max_new_tokens=2000, temperature=T, ignore_eos=True)
+    # The cut lands a quarter into a 4,000-token request at this server's own speed, measured first, and comes
+    # sooner on a retry if the request still finished: a fixed 0.5 s was too late on an idle AVX-512 CPU (2,000
+    # tokens took less), a load gauge too slow to follow, and one timing can catch the server warming up
+    long_tokens = 4000  # max-model-len 4096 (vllm_server.py)
+    long = SamplingParams(max_new_tokens=long_tokens, temperature=T, ignore_eos=True)
+    timing = SamplingParams(max_new_tokens=256, temperature=T, ignore_eos=True)
+
+    async def seconds_per_token(engine: VLLMEngine) -> float:
+        started = time.monotonic()
+        result = await engine.generate(PROMPT, timing)
+        return (time.monotonic() - started) / len(result.output_ids)  # an overestimate: prefill, HTTP
 
     async def run() -> tuple[GenerateResult, GenerateResult]:
         engine = _engine(vllm_server)
         try:
             await engine.probe()
-            task = asyncio.create_task(engine.generate(PROMPT, long, request_id="cut-me"))
-            while not task.done() and await asyncio.to_thread(_running_requests, vllm_server.url) < 1:
-                await asyncio.sleep(0.005)
-            await asyncio.sleep(0.05)  # a few tokens out: 15 at ~300 tokens/s, 200 at ~4000
-            await engine.abort(["cut-me"])
-            cut = await asyncio.wait_for(task, timeout=60)
+            delay = 0.25 * long_tokens * min([await seconds_per_token(engine) for _ in range(2)])
+            for attempt in range(4):
+                task = asyncio.create_task(engine.generate(PROMPT, long, request_id=f"cut-me-{attempt}"))
+                await asyncio.sleep(delay / 2**attempt)
+                await engine.abort([f"cut-me-{attempt}"])
+                cut = await asyncio.wait_for(task, timeout=60)
+                if cut.finish_reason != "length":
+                    break
             rest = SamplingParams(max_new_tokens=8, temperature=T, ignore_eos=True)
             resumed = await engine.generate(PROMPT + cut.output_ids, rest)  # the server serves again after /resume
             return cut, resumed
@@ -97,7 +100,7 @@ def test_a_step_boundary_abort_keeps_the_partial_tokens_and_the_rollout_resumes(
 
     cut, resumed = asyncio.run(run())
     assert cut.finish_reason == "abort"
-    assert 0 < len(cut.output_ids) < 2000 and len(cut.logprobs) == len(cut.output_ids)
+    assert 0 < len(cut.output_ids) < long_tokens and len(cut.logprobs) == len(cut.output_ids)
     assert resumed.finish_reason == "length" and len(resumed.output_ids) == 8
     assert resumed.prompt_tokens == len(PROMPT) + len(cut.output_ids)
     recomputed = _recompute(vllm_server.model_dir, PROMPT, cut, T)

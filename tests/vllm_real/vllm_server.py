@@ -80,7 +80,7 @@ def running_server(model_dir: Path, log: Path, *extra: str) -> Iterator[VLLMServ
     port = _free_port()
     env = {**os.environ, "AGENTRL_VLLM_VENV": str(VLLM_VENV), "VLLM_LOGGING_LEVEL": "WARNING"}
     script = ROOT / "scripts" / "launch_vllm_cpu.sh"
-    cmd = ["bash", str(script), str(model_dir), str(port), "--max-model-len", "2048", *extra]
+    cmd = ["bash", str(script), str(model_dir), str(port), "--max-model-len", "4096", *extra]
     started = time.monotonic()
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
