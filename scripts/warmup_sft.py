@@ -51,10 +51,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def read_chats(path: Path, min_reward: float | None) -> list[list[dict[str, Any]]]:
     """The chats of ``path`` (see the module docstring); SystemExit naming the line of a malformed one."""
+    from agentrl.util.jsonl import jsonl_lines
+
     chats = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in jsonl_lines(path.read_text(encoding="utf-8")):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:

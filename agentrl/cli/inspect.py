@@ -16,6 +16,7 @@ from typing import Any
 
 from agentrl.errors import AgentRLError, ConfigError
 from agentrl.trajectory import Episode, TurnRecord
+from agentrl.util.jsonl import jsonl_lines
 
 
 def register(subparsers: Any) -> None:
@@ -59,9 +60,7 @@ def load_episodes(
             f"{str(source)!r} does not exist; pass a run directory, its {BUFFER_FILE}, or an episodes .jsonl file"
         )
     if path.suffix in (".jsonl", ".json"):
-        episodes = [
-            Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-        ]
+        episodes = [Episode.model_validate_json(line) for _, line in jsonl_lines(path.read_text(encoding="utf-8"))]
         return [("file", e) for e in episodes]
     buffer = RolloutBuffer(path)
     try:

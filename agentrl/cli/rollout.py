@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import AgentRLError
+from agentrl.util.jsonl import jsonl_lines
 
 
 def register(subparsers: Any) -> None:
@@ -62,7 +63,7 @@ def _written_groups(out: Path) -> set[str]:
     if len(keep) != len(data):
         with out.open("r+b") as handle:
             handle.truncate(len(keep))
-    return {json.loads(line)["group_id"] for line in keep.decode("utf-8").splitlines() if line.strip()}
+    return {json.loads(line)["group_id"] for _, line in jsonl_lines(keep.decode("utf-8"))}
 
 
 async def collect(args: argparse.Namespace) -> Path:

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 
 from agentrl.config.base import StrictModel
 from agentrl.errors import ConfigError
+from agentrl.util.jsonl import jsonl_lines
 
 if TYPE_CHECKING:
     from agentrl.gateway.programs import AgentProgram
@@ -118,14 +119,11 @@ def load_tasks(tasks: list[dict[str, Any]] | str) -> dict[str, dict[str, Any]]:
             raise ConfigError(f"tasks file {tasks!r} does not exist; give a .jsonl file (one JSON task per line)")
         source = str(path)
         rows: list[Any] = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(
-                        f"{path}:{number} is not JSON ({exc.msg}); write one JSON object per line"
-                    ) from exc
+        for number, line in jsonl_lines(path.read_text(encoding="utf-8")):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{number} is not JSON ({exc.msg}); write one JSON object per line") from exc
         tasks = rows
     by_id: dict[str, dict[str, Any]] = {}
     for index, task in enumerate(tasks):

@@ -18,6 +18,7 @@ from agentrl.env import Message, MultiTurnEnv, StepResult, system, user
 from agentrl.errors import ConfigError, PreflightError
 from agentrl.tools.mcp import McpError, McpToolsConfig, McpToolSource
 from agentrl.tools.toolcall import has_tool_call
+from agentrl.util.jsonl import jsonl_lines
 from envs.tool_use.env import parse_answer, score_answer
 
 INSTRUCTIONS = (
@@ -63,12 +64,11 @@ def load_tasks(source: str | list[QaTask]) -> list[QaTask]:
     if not isinstance(source, str):
         return list(source)
     rows = []
-    for number, line in enumerate(Path(source).read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(QaTask.model_validate(json.loads(line)))
-            except ValueError as exc:
-                raise ConfigError(f"{source}:{number}: not a {{task_id, question, answer}} row: {exc}") from exc
+    for number, line in jsonl_lines(Path(source).read_text(encoding="utf-8")):
+        try:
+            rows.append(QaTask.model_validate(json.loads(line)))
+        except ValueError as exc:
+            raise ConfigError(f"{source}:{number}: not a {{task_id, question, answer}} row: {exc}") from exc
     return rows
 
 

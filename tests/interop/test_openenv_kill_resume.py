@@ -17,6 +17,7 @@ import pytest
 
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.trajectory import Episode
+from agentrl.util.jsonl import jsonl_lines
 
 pytest.importorskip("websockets", reason="needs websockets: pip install 'agentrl[openenv]'")
 
@@ -77,7 +78,7 @@ def test_sigkill_then_resume_on_openenv(tiny_model_dir: Path, tmp_path: Path, re
         resumed = start_rollout(config, out, log, "--resume", str(run_dir))
         assert resumed.wait(timeout=600) == 0, log.read_text()[-3000:]
 
-    episodes = [Episode.model_validate_json(line) for line in out.read_text().splitlines() if line.strip()]
+    episodes = [Episode.model_validate_json(line) for _, line in jsonl_lines(out.read_text())]
     groups: dict[str, list[Episode]] = {}
     for episode in episodes:
         groups.setdefault(episode.group_id, []).append(episode)

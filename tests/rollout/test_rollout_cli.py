@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from agentrl.cli.main import main
 from agentrl.cli.rollout import _written_groups
 from agentrl.rollout.buffer import RolloutBuffer, StoredGroup
 from agentrl.trajectory import Episode, TokenSegment, TurnRecord
+from agentrl.util.jsonl import jsonl_lines
 
 
 def _episode(eid: str, status: str, versions: list[int]) -> Episode:
@@ -72,6 +74,20 @@ def test_written_groups_cuts_a_torn_last_line(tmp_path: Path) -> None:
     assert _written_groups(out) == {"g1"} and out.read_text() == whole
 
 
+def test_episodes_whose_text_holds_unicode_line_separators_read_back(tmp_path: Path, capsys: Any) -> None:
+    """JSON writers leave U+2028, U+2029 and U+0085 raw inside strings; str.splitlines breaks lines there (a
+    killed rollout job's resume crashed on such an episode sampled by a random-weight model, CI 2026-12-05)."""
+    episode = _episode("sep", "complete", [0, 0, 0, 0])
+    episode.turns[0].action = "a\u2028b\u2029c\x85d\x1ce"
+    line = episode.model_dump_json()
+    assert len(line.splitlines()) > 1  # the trap is real: this line would split
+    out = tmp_path / "episodes.jsonl"
+    out.write_text(line + "\n" + '{"group_id": "torn', encoding="utf-8")
+    assert _written_groups(out) == {episode.group_id}
+    assert main(["inspect", str(out)]) == 0
+    assert "status complete" in capsys.readouterr().out
+
+
 def test_resume_from_a_corrupted_buffer_is_a_clear_error(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -118,7 +134,7 @@ def test_rollout_moves_finished_groups_out_of_its_buffer(tiny_model_dir: Path, t
     counts = buffer.counts()  # three steps of 2 groups were written, yet only what a resume needs stays
     buffer.close()
     assert set(counts) <= {"inflight", "ready"}, counts
-    written = {json.loads(line)["group_id"] for line in out.read_text().splitlines()}
+    written = {json.loads(line)["group_id"] for _, line in jsonl_lines(out.read_text())}
     archived = [g.group_id for g in TrajectoryArchive(run_dir).load_groups()]
     assert len(written) == 6 and sorted(archived) == sorted(written)
     assert sorted(p.name for p in (run_dir / "trajectories").iterdir()) == [

@@ -16,6 +16,7 @@ from job_harness import sigkill, start_rollout, stored_partials, wait_while_aliv
 
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.trajectory import Episode
+from agentrl.util.jsonl import jsonl_lines
 
 HERE = Path(__file__).resolve().parent
 TASKS = [f"task-{i}" for i in range(8)]
@@ -68,7 +69,7 @@ def _kill_mid_step(proc: subprocess.Popen[bytes], db: Path, markers: Path, log: 
 
 
 def _episodes(out: Path) -> list[Episode]:
-    return [Episode.model_validate_json(line) for line in out.read_text().splitlines() if line.strip()]
+    return [Episode.model_validate_json(line) for _, line in jsonl_lines(out.read_text())]
 
 
 @pytest.mark.slow
