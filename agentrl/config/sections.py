@@ -282,7 +282,13 @@ class TrainerConfig(StrictModel):
         2048,
         ge=64,
         description="Longest packed row (also at most micro_batch_tokens): attention over a packed row costs its "
-        "length squared.",
+        "length squared with a dense mask, the blocks its mask allows with packed_attention: blocks.",
+    )
+    packed_attention: Literal["blocks", "mask"] = Field(
+        "blocks",
+        description="How an SDPA model attends over packed rows: blocks computes only what the block mask allows (the "
+        "prefix, each continuation onto prefix and itself; trainer/block_attention.py); mask runs SDPA over the whole "
+        "packed row with the mask. Same logprobs and gradients up to float rounding.",
     )
     precision: Literal["auto", "fp32", "bf16_autocast", "bf16_autocast_if_fast"] = Field(
         "auto",

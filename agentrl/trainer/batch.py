@@ -18,6 +18,7 @@ import torch
 from agentrl.algos.credit import turn_advantages_of
 from agentrl.config.sections import AlgorithmConfig
 from agentrl.errors import ConfigError
+from agentrl.trainer.block_attention import AttentionBlocks
 from agentrl.trajectory import Episode, TokenSegment
 
 
@@ -93,6 +94,7 @@ class MicroBatch:
     logp_behaviour: torch.Tensor | None = None  # [b, T] fp32 the engine's logprobs, when logp_old is a recompute
     position_ids: torch.Tensor | None = None  # [f, L] long, when rows share a prefix (trainer/shared_prefix.py)
     attention: torch.Tensor | None = None  # [f, 1, L, L] bool, True where a query may attend; None = causal
+    blocks: AttentionBlocks | None = None  # the layouts behind ``attention``, for block-by-block attention
 
     @property
     def targets(self) -> torch.Tensor:
@@ -119,6 +121,7 @@ class MicroBatch:
             logp_behaviour=moved(self.logp_behaviour),
             position_ids=moved(self.position_ids),
             attention=moved(self.attention),
+            blocks=self.blocks,
         )
 
 

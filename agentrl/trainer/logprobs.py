@@ -12,7 +12,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from agentrl.trainer.attention import attention_mask_for
+from agentrl.trainer.attention import packed_attention_kwargs
+from agentrl.trainer.block_attention import AttentionBlocks
 
 
 @dataclass
@@ -66,16 +67,18 @@ class PolicyLogprobs(nn.Module):
         *,
         position_ids: torch.Tensor | None = None,
         attention: torch.Tensor | None = None,
+        blocks: AttentionBlocks | None = None,
     ) -> TokenLogprobs:
         """Logprobs of ``input_ids[:, t+1]`` at positions where ``select_bt[:, t]`` (shape [b, L-1]).
 
         ``attention`` ([b, 1, L, L] bool, True = may attend) and ``position_ids`` replace the causal mask and
-        the positions 0..L-1, for rows that pack several episodes behind one prefix (``shared_prefix.py``).
+        the positions 0..L-1, for rows that pack several episodes behind one prefix (``shared_prefix.py``);
+        ``blocks``, the same rows' layouts, lets an SDPA model compute only the blocks that mask allows.
         """
         extra = {}
         if attention is not None:
             dtype = next(self.lm.parameters()).dtype
-            extra = {"attention_mask": attention_mask_for(self.lm, attention, dtype), "position_ids": position_ids}
+            extra = {**packed_attention_kwargs(self.lm, attention, blocks, dtype), "position_ids": position_ids}
         hidden = self.lm.get_decoder()(input_ids=input_ids, use_cache=False, **extra).last_hidden_state
         head = self.lm.get_output_embeddings()
         hidden_nh = hidden[:, :-1][select_bt]

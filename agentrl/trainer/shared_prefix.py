@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from agentrl.trainer.batch import MicroBatch, TrainRow, behaviour_tensor, loss_tensors, pack_micro_batches, pad_rows
+from agentrl.trainer.block_attention import blocks_of
 
 # A prefix shorter than this saves less than its block mask and bookkeeping cost (and chat templates' first
 # tokens are the same for every prompt, so clustering by fewer would put unrelated rows together).
@@ -173,4 +174,5 @@ def collate_units(units: Sequence[ForwardUnit], rows: Sequence[TrainRow], pad_id
         logp_behaviour=behaviour_tensor(members, width),
         position_ids=pad_rows([u.positions for u in units], length, 0, torch.long),
         attention=block_mask(units, length),
+        blocks=blocks_of([u.prefix_len for u in units], [u.starts for u in units], [u.length for u in units]),
     )

@@ -213,7 +213,12 @@ class PolicyUpdater:
 
     def _forward(self, micro: MicroBatch) -> TokenLogprobs:
         return self.policy(
-            micro.input_ids, micro.select, self.temperature, position_ids=micro.position_ids, attention=micro.attention
+            micro.input_ids,
+            micro.select,
+            self.temperature,
+            position_ids=micro.position_ids,
+            attention=micro.attention,
+            blocks=micro.blocks if self.cfg.packed_attention == "blocks" else None,
         )
 
     def _micro_loss(self, micro: MicroBatch, n_local: float, totals: _Totals) -> tuple[torch.Tensor, torch.Tensor]:

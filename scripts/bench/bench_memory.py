@@ -47,6 +47,13 @@ STEP_OPTIONS: dict[str, dict[str, Any]] = {
     "shared_prefix": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "share_prefix": True},
     "shared_prefix_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "share_prefix": True},
     "checkpointing_shared": {"gradient_checkpointing": True, "micro_batch_tokens": 4096, "share_prefix": True},
+    # the same packed rows with SDPA over the whole row and its block mask (the default computes only the blocks)
+    "checkpointing_shared_mask": {
+        "gradient_checkpointing": True,
+        "micro_batch_tokens": 4096,
+        "share_prefix": True,
+        "packed_attention": "mask",
+    },
 }
 
 
@@ -90,6 +97,20 @@ def job_rows(batch: int, prompt: int, completion: int, group: int = 1) -> list[A
     return rows
 
 
+def run_rows(run_dir: Path, step: int) -> tuple[list[Any], Any]:
+    """The rows a real run trained at ``step`` (its archived trajectories) and its algorithm settings: equal work
+    from the main job's own batch, not made-up rows."""
+    from agentrl.config.loader import load_config
+    from agentrl.rollout.archive import TrajectoryArchive
+    from agentrl.trainer.batch import build_rows
+
+    cfg = load_config(run_dir / "config.yaml", check_env=False)
+    groups = [g.episodes for g in TrajectoryArchive(run_dir).load_groups() if g.step == step and g.state == "trained"]
+    if not groups:
+        raise SystemExit(f"{run_dir} archived no trained group of step {step}; pick a step its metrics.jsonl lists")
+    return build_rows(groups, cfg.rollout.group_size, cfg.algorithm, current_version=step - 1), cfg.algorithm
+
+
 def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
     """One option's update: warm-up (allocates gradients and AdamW state), then timed updates."""
     import torch
@@ -108,11 +129,12 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
         _checkpointing(lm)
     lm.config.use_cache = False
     lm.train()
-    cfg = TrainerConfig(lr=1e-6, mini_batches=1, **settings)
-    updater = PolicyUpdater(
-        PolicyLogprobs(lm, cfg.logprob_chunk_tokens), AlgorithmConfig(), cfg, temperature=0.7, total_steps=10
-    )
-    rows = job_rows(args.batch, args.prompt, args.completion, args.group)
+    cfg = TrainerConfig(lr=1e-6, mini_batches=1, precision=args.precision, **settings)
+    if args.rows_from:
+        rows, algo = run_rows(args.rows_from, args.rows_step)
+    else:
+        rows, algo = job_rows(args.batch, args.prompt, args.completion, args.group), AlgorithmConfig()
+    updater = PolicyUpdater(PolicyLogprobs(lm, cfg.logprob_chunk_tokens), algo, cfg, temperature=0.7, total_steps=10)
     if cfg.share_prefix:
         micro = pack_shared_prefix(rows, cfg.micro_batch_tokens, cfg.share_prefix_max_len)
     else:
@@ -133,6 +155,7 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
         "state_gb": state_gb,
         "peak_gb": peak,
         "activations_gb": peak - state_gb,
+        "rows": len(rows),
         "forward_tokens": sum(int(m.input_ids.numel()) for m in micro),  # padded, per forward pass
         "update_s": min(times),
         "update_s_all": times,
@@ -146,6 +169,9 @@ def run_steps(args: argparse.Namespace) -> dict[str, Any]:
         cmd = [sys.executable, __file__, "step", "--worker", option, "--batch", str(args.batch)]
         cmd += ["--prompt", str(args.prompt), "--completion", str(args.completion), "--repeats", str(args.repeats)]
         cmd += ["--arch", args.arch, "--threads", str(args.threads), "--group", str(args.group)]
+        cmd += ["--precision", args.precision]
+        if args.rows_from:
+            cmd += ["--rows-from", str(args.rows_from), "--rows-step", str(args.rows_step)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         results[option] = json.loads(out.stdout.strip().splitlines()[-1])
     base = results.get("baseline")
@@ -154,8 +180,10 @@ def run_steps(args: argparse.Namespace) -> dict[str, Any]:
             result["peak_vs_baseline"] = result["peak_gb"] / base["peak_gb"]
             result["time_vs_baseline"] = result["update_s"] / base["update_s"]
     shape = f"{args.batch} rows x ({args.prompt} prompt + {args.completion} completion) tokens, groups of {args.group}"
+    if args.rows_from:
+        shape = f"step {args.rows_step} of {args.rows_from} (its trained groups, its algorithm settings)"
     model = {"smollm2": "SmolLM2-135M's architecture", "small": "4 narrow layers, SmolLM2's vocabulary"}[args.arch]
-    return {"shape": shape, "model": f"{model}, random weights, fp32", "options": results}
+    return {"shape": shape, "model": f"{model}, random weights, fp32", "precision": args.precision, "options": results}
 
 
 KEEP_ENGINE_CACHES = "!keep_engine_caches"  # job option pseudo-override: skip the release before the update
@@ -277,7 +305,12 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="step: consecutive rows sharing a prompt.")
     parser.add_argument("--repeats", type=int, default=2, help="step: timed updates after the warm-up.")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--precision", default="fp32", choices=["fp32", "bf16_autocast"], help="step: the update's precision."
+    )
     parser.add_argument("--arch", choices=["smollm2", "small"], default="smollm2", help="step: model shape.")
+    parser.add_argument("--rows-from", type=Path, help="step: a run directory whose archived batch to update on.")
+    parser.add_argument("--rows-step", type=int, default=1, help="step: which of --rows-from's steps.")
     parser.add_argument("--config", default="configs/quickstart_single.yaml", help="job: the run config.")
     parser.add_argument("--steps", type=int, default=3, help="job: training steps per option.")
     parser.add_argument("--option", action="append", help="job: NAME=override;override (repeat; in order).")

@@ -13,13 +13,16 @@ pytestmark = pytest.mark.slow
 
 def test_step_options_side_by_side() -> None:
     args = ["--arch", "small", "--batch", "4", "--prompt", "32", "--completion", "32", "--repeats", "1"]
-    report = json.loads(run_script("bench/bench_memory.py", *args, "--options", "baseline,checkpointing,shared_prefix"))
+    options = "baseline,checkpointing,shared_prefix,checkpointing_shared_mask"
+    report = json.loads(run_script("bench/bench_memory.py", *args, "--options", options))
     base, ckpt, shared = (report["options"][k] for k in ("baseline", "checkpointing", "shared_prefix"))
     assert base["peak_vs_baseline"] == 1.0 and ckpt["gradient_checkpointing"] is True
     for option in (base, ckpt, shared):
         assert option["peak_gb"] >= option["state_gb"] > option["model_gb"] > 0.1 and option["update_s"] > 0
     # groups of 4 rows share their 32 prompt tokens: forwarded once, 3 x 31 fewer tokens per group
     assert shared["share_prefix"] is True and shared["forward_tokens"] == base["forward_tokens"] - 3 * 31
+    masked = report["options"]["checkpointing_shared_mask"]  # the same packed rows, SDPA over the whole mask
+    assert masked["packed_attention"] == "mask" and masked["forward_tokens"] == shared["forward_tokens"]
 
 
 def test_job_profile_has_every_phase(tiny_job: Path, tmp_path: Path) -> None:
