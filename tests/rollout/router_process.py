@@ -24,7 +24,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _get(url: str) -> tuple[int, Any]:
+def get_json(url: str) -> tuple[int, Any]:
+    """(HTTP status, decoded JSON body or None) of a GET."""
     try:
         with urllib.request.urlopen(url, timeout=5) as reply:
             return reply.status, json.loads(reply.read() or b"null")
@@ -46,7 +47,7 @@ def start_router(workers: list[str], timeout_s: float = 90.0) -> tuple[subproces
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"sglang-router exited during start-up:\n{Path(log.name).read_text()[-3000:]}"
         try:
-            status, body = _get(url + "/readiness")
+            status, body = get_json(url + "/readiness")
             if status == 200 and body.get("healthy_workers") == len(workers):
                 return proc, url
         except OSError:

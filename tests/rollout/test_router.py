@@ -8,7 +8,6 @@ aborts at a step boundary, weight updates reaching every worker, and a worker ki
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from router_process import start_router, stop_router
+from router_process import get_json, start_router, stop_router
 from test_rollout_http import _free_port, _orchestrator, _serve
 
 from agentrl.engines.base import SamplingParams
@@ -30,14 +29,6 @@ from agentrl.errors import EngineError, RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 
 pytestmark = pytest.mark.slow
-
-
-def _get(url: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            return reply.status, json.loads(reply.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
 
 
 def _cluster(model_dir: Path) -> Iterator[dict[str, Any]]:
@@ -119,7 +110,7 @@ def test_router_lacks_abort_and_update_routes_and_lists_its_workers(cluster: dic
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(request, timeout=5)
         assert missing.value.code == 404, path  # the reason aborts and updates go to the workers
-    status, body = _get(router + "/workers")
+    status, body = get_json(router + "/workers")
     assert status == 200 and sorted(w["url"] for w in body["workers"]) == sorted(w[1] for w in cluster["workers"])
 
 
@@ -142,7 +133,7 @@ def test_generation_and_weight_updates_reach_every_worker(
     assert all(len(r.output_ids) == 6 and r.token_versions() == [0] * 6 for r in before)
     assert all(r.token_versions() == [3] * 6 for r in after)
     for _, worker in cluster["workers"]:
-        assert _get(worker + "/model_info")[1]["weight_version"] == "3"
+        assert get_json(worker + "/model_info")[1]["weight_version"] == "3"
 
 
 def test_step_boundary_aborts_partial_rollouts_through_the_workers(
@@ -167,7 +158,7 @@ def test_step_boundary_aborts_partial_rollouts_through_the_workers(
     assert partial >= 1  # cut mid-episode and stored, resumable next step
     assert elapsed < 60
     for _, worker in cluster["workers"]:
-        assert _get(worker + "/server_info")[1]["internal_states"][0]["num_running_reqs"] == 0
+        assert get_json(worker + "/server_info")[1]["internal_states"][0]["num_running_reqs"] == 0
 
 
 def test_aborts_fail_loudly_when_no_worker_knows_the_route(tmp_path: Path) -> None:
