@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_path: Path) -> None:
     out = tmp_path / "roofline.json"
     cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "bench_roofline.py"), "--quick", "--threads", "1"]
-    cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--out", str(out)]
+    cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--compare-weight-left", "--out", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)
     report = json.loads(out.read_text())
     hw = report["machine"]
@@ -32,12 +32,17 @@ def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_pa
             assert cell["tok_s"] > 0 and cell["mfu"] == cell["tok_s"] / cell["roofline_tok_s"]
     assert set(report["bf16_over_fp32"]) == {"decode_b1", "decode_b3", "prefill", "train_nockpt", "train_ckpt"}
     assert all(v > 0 for v in report["bf16_over_fp32"].values())
+    assert set(report["engine"]["fp32_linear"]["decode"]) == {"b1", "b3"}  # the side-by-side engine form run
+    assert set(report["fp32_default_over_linear"]) == {"b1", "b3"}
+    assert all(v > 0 for v in report["fp32_default_over_linear"].values())
     [profile] = report["profile_fp32_decode"]
     assert profile["batch"] == 3 and profile["engine_step_ms"] > 0 and profile["bare_step_ms"] > 0
     assert profile["op_share"]["matmul"] > 0 and profile["top_ops"]  # the profiler saw the forward's ops
-    layouts = report["layouts"]  # every decode matmul of the model, both weight layouts, per dtype and batch
+    layouts = report["layouts"]  # every decode matmul of the model, in each form, per dtype and batch
     assert set(layouts) == {"fp32_b1", "fp32_b3", "bf16_b1", "bf16_b3"}
+    forms = ("linear", "in_out", "weight_left")
     for cell in layouts.values():
         assert set(cell["shapes"]) == {"qkv", "o", "gate_up", "down", "lm_head"}
-        assert all(r["out_in_gflop_s"] > 0 and r["in_out_gflop_s"] > 0 for r in cell["shapes"].values())
-        assert cell["in_out_over_out_in"] > 0
+        assert all(r[f"{f}_gflop_s"] > 0 for r in cell["shapes"].values() for f in forms)
+        assert cell["in_out_over_linear"] > 0 and cell["weight_left_over_linear"] > 0
+        assert max(forms, key=lambda f: cell[f"step_{f}_gflop_s"]) == cell["best_form"]

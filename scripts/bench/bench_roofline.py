@@ -9,8 +9,8 @@
 4. trainer forward+backward (``PolicyLogprobs``, fp32 master weights; bf16 = autocast): tokens/s and a
    CPU "MFU" (``6 x params`` FLOPs a token, 8 with activation checkpointing, at the ``N^3`` GEMM rate),
    with and without activation checkpointing;
-5. layouts: each decode matmul of the model with its weight ``[out, in]`` (as stored) and ``[in, out]`` (the
-   lean forward's copies), per dtype and batch (``gemm_layouts.py``).
+5. layouts: a decode step's matmuls in each form (``F.linear`` on the stored ``[out, in]`` weight, an ``[in, out]``
+   copy, weight-left ``W @ x.T``), streamed over every layer, per dtype and batch (``gemm_layouts.py``).
 
 Every fraction is measured / roofline, so numbers from a loaded machine still compare across dtypes
 within one run. ``--quick`` uses tiny shapes (for the test), not meaningful numbers.
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gemm_layouts import layout_rates, model_matmul_shapes
+from gemm_layouts import layout_rates, model_matmul_shapes, weight_left
 from roofline_profile import profile_decode, timed_generate
 
 from agentrl.engines.embedded.config import EmbeddedEngineConfig, kv_bytes_per_token
@@ -72,6 +72,18 @@ def gemm_gflop_s(m: int, k: int, n: int, dtype: torch.dtype, repeats: int) -> fl
     return 2 * m * k * n / seconds / 1e9
 
 
+def decode_gemm_gflop_s(m: int, k: int, n: int, dtype: torch.dtype, repeats: int) -> float:
+    """The best GFLOP/s of ``[m, k] x [k, n]`` over the forms an engine can choose (``gemm_layouts.FORMS``), with
+    the ``[n, k]`` weight in the cache: a few-row product's compute rate, not its weights' streaming."""
+    x = torch.randn(m, k).to(dtype)
+    weight = torch.randn(n, k).to(dtype)
+    flops = 2 * m * k * n
+    inner = max(1, int(2e8 // flops))
+    weight_t = weight.t().contiguous()
+    forms = [lambda: x @ weight.t(), lambda: torch.mm(x, weight_t), lambda: weight_left(x, weight)]
+    return max(flops / (best_time(lambda f=f: [f() for _ in range(inner)], repeats) / inner) / 1e9 for f in forms)
+
+
 def count_params(model: torch.nn.Module) -> dict[str, int]:
     """Unique parameters, and those a decode step multiplies by (all but an untied input embedding)."""
     total = sum(p.numel() for p in model.parameters())  # tied weights are counted once
@@ -99,7 +111,7 @@ def machine(arch: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         out["gemm_measured_at"][name] = size
         rates = {f"{args.gemm}^3": gemm_gflop_s(size, size, size, dtype, args.repeats)}
         for batch in args.batches:
-            rates[f"decode_b{batch}_{hidden}x{inter}"] = gemm_gflop_s(batch, hidden, inter, dtype, args.repeats)
+            rates[f"decode_b{batch}_{hidden}x{inter}"] = decode_gemm_gflop_s(batch, hidden, inter, dtype, args.repeats)
         out["gemm_gflop_s"][name] = rates
     out["bf16_over_fp32"] = {
         k: out["gemm_gflop_s"]["bf16"][k] / out["gemm_gflop_s"]["fp32"][k] for k in out["gemm_gflop_s"]["fp32"]
@@ -113,9 +125,16 @@ def decode_roofline_tok_s(params: dict[str, int], dtype_bytes: int, batch: int, 
     return batch / step_s
 
 
-def engine_numbers(model_dir: str, dtype: torch.dtype, args: argparse.Namespace) -> dict[str, Any]:
+def engine_numbers(
+    model_dir: str, dtype: torch.dtype, args: argparse.Namespace, weight_left_rows: int | None = None
+) -> dict[str, Any]:
     """Decode tokens/s at each batch size and prefill tokens/s of the embedded engine in ``dtype``."""
-    config = EmbeddedEngineConfig(max_batch_size=max(args.batches), prefix_cache_tokens=0, share_prefixes=False)
+    config = EmbeddedEngineConfig(
+        max_batch_size=max(args.batches),
+        prefix_cache_tokens=0,
+        share_prefixes=False,
+        weight_left_rows=weight_left_rows,
+    )
     engine = EmbeddedEngine.from_pretrained(model_dir, config=config, dtype=dtype)
     vocab = engine.vocab_size
 
@@ -165,12 +184,19 @@ def progress(section: str, value: Any) -> None:
 
 
 def engine_section(
-    model_dir: str, name: str, hw: dict[str, Any], params: dict[str, int], arch: dict[str, Any], args: Any
+    model_dir: str,
+    name: str,
+    hw: dict[str, Any],
+    params: dict[str, int],
+    arch: dict[str, Any],
+    args: Any,
+    weight_left_rows: int | None = None,
 ) -> dict[str, Any]:
-    """The engine's decode and prefill tokens/s in dtype ``name``, each beside its roofline."""
+    """The engine's decode and prefill tokens/s in dtype ``name``, each beside its roofline (``weight_left_rows``:
+    the engine setting, None for its default)."""
     dtype = DTYPES[name]
-    got = engine_numbers(model_dir, dtype, args)
-    progress(f"engine_{name}", got)
+    got = engine_numbers(model_dir, dtype, args, weight_left_rows)
+    progress(f"engine_{name}" if weight_left_rows is None else f"engine_{name}_weight_left_{weight_left_rows}", got)
     bw, rates, fp32_rates = hw["bandwidth_gb_s"], hw["gemm_gflop_s"][name], hw["gemm_gflop_s"]["fp32"]
     shape = f"{arch['hidden_size']}x{arch['intermediate_size']}"
     decode = {}
@@ -226,9 +252,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress(f"profile_b{batch}", profiles[-1])
     hidden, inter = arch["hidden_size"], arch["intermediate_size"]
     dtypes = _dtypes_worth_running(hw, args)
-    layouts = layout_rates(model_matmul_shapes(arch), args.batches, {n: DTYPES[n] for n in dtypes}, args.repeats)
+    layers = int(arch["num_hidden_layers"])
+    layouts = layout_rates(
+        model_matmul_shapes(arch), layers, args.batches, {n: DTYPES[n] for n in dtypes}, args.repeats
+    )
     progress("layouts", layouts)
     engine = {name: engine_section(model_dir, name, hw, params, arch, args) for name in dtypes}
+    weight_left = None
+    if args.compare_weight_left:  # the default engine against one multiplying x @ W.T at every row count
+        engine["fp32_linear"] = engine_section(model_dir, "fp32", hw, params, arch, args, weight_left_rows=0)
+        weight_left = {
+            key: engine["fp32"]["decode"][key]["tok_s"] / cell["tok_s"]
+            for key, cell in engine["fp32_linear"]["decode"].items()
+        }
     trainer: dict[str, Any] = {}
     for name in [] if args.skip_trainer else dtypes:
         trainer.update(trainer_section(model_dir, name, hw, params, args))
@@ -249,6 +285,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "trainer": trainer,
         "skipped": {name: hw["bf16_skip_reason"] for name in DTYPES if name not in dtypes},
         "bf16_over_fp32": _bf16_ratios(engine, trainer, args.batches) if "bf16" in dtypes and trainer else None,
+        "fp32_default_over_linear": weight_left,
     }
 
 
@@ -302,6 +339,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gemm", type=int, default=None, help="Square GEMM size (default 2048; --quick 128).")
     parser.add_argument("--profile", type=int, nargs="*", default=[], help="Profile fp32 decode at these batches.")
     parser.add_argument("--skip-trainer", action="store_true", help="Engine and machine numbers only.")
+    parser.add_argument(
+        "--compare-weight-left",
+        action="store_true",
+        help="Also run the fp32 engine with engine.weight_left_rows=0 and report the default's decode speed-up.",
+    )
     parser.add_argument("--repeats", type=int, default=None, help="Timed repeats (best of; default 3, --quick 1).")
     parser.add_argument("--new-tokens", type=int, default=None, help="Decoded tokens per request (default 64).")
     parser.add_argument("--train-shape", type=int, nargs=2, default=None, help="Trainer batch and sequence length.")

@@ -1,11 +1,16 @@
-"""The decode step's matmuls in both weight layouts, per dtype (``scripts/bench/bench_roofline.py`` section
-``layouts``).
+"""A decode step's matmuls in each form the engine could use, per dtype (``scripts/bench/bench_roofline.py``
+section ``layouts``).
 
-A decode step multiplies ``batch`` rows by each weight matrix. PyTorch stores a linear's weight ``[out, in]``
-and ``F.linear`` multiplies by its transpose; ``x @ Wt`` with ``Wt`` a contiguous ``[in, out]`` copy is the same
-product in the other layout. At decode's few rows the two run at very different rates on some CPUs (the lean
-forward's ``[in, out]`` copies, ``agentrl/engines/embedded/kmajor.py``, rest on it), so each shape of the model
-is timed both ways, in fp32 and bf16, side by side.
+A decode step multiplies ``batch`` rows by every weight matrix of the model. Three forms of the same product:
+
+- ``linear``: ``F.linear(x, W)`` with PyTorch's stored ``W [out, in]`` (the lean forward above a few rows);
+- ``in_out``: ``x @ Wt`` with ``Wt`` a contiguous ``[in, out]`` copy (a layout some CPUs stream faster);
+- ``weight_left``: ``W @ x.T`` on the stored weight, a single row sent as two identical columns (the lean
+  forward's form at a few float32 rows on CPU, ``engine.weight_left_rows``).
+
+At decode's few rows their rates differ severalfold and the ranking differs between CPUs, so each form is timed
+here, side by side, as a step would run it: over every layer's own matrices, so the weights stream from memory
+as in the engine rather than sitting in the cache.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+FORMS = ("linear", "in_out", "weight_left")
 
 
 def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
@@ -32,40 +39,70 @@ def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
     }
 
 
-def _seconds(fn: Any, repeats: int, inner: int) -> float:
-    fn()
+def weight_left(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x @ weight.T`` computed as ``weight @ x.T`` (the lean forward's ``_project`` without bias/residual)."""
+    rows = x.shape[0]
+    wide = torch.cat((x, x)) if rows == 1 else x
+    return torch.mm(weight, wide.t())[:, :rows].t().contiguous()
+
+
+def _products(form: str, x: torch.Tensor, weight: torch.Tensor) -> Any:
+    if form == "linear":
+        return lambda: F.linear(x, weight)
+    if form == "in_out":
+        weight_t = weight.t().contiguous()
+        return lambda: torch.mm(x, weight_t)
+    return lambda: weight_left(x, weight)
+
+
+def _best_seconds(calls: list[Any], repeats: int) -> float:
+    for call in calls:
+        call()
     best = float("inf")
-    for _ in range(repeats):
+    for _ in range(max(repeats, 1)):
         started = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        best = min(best, (time.perf_counter() - started) / inner)
+        for call in calls:
+            call()
+        best = min(best, time.perf_counter() - started)
     return best
 
 
 def layout_rates(
-    shapes: dict[str, tuple[int, int]], batches: list[int], dtypes: dict[str, torch.dtype], repeats: int
+    shapes: dict[str, tuple[int, int]],
+    layers: int,
+    batches: list[int],
+    dtypes: dict[str, torch.dtype],
+    repeats: int,
 ) -> dict[str, Any]:
-    """GFLOP/s of ``F.linear(x, W)`` (``[out, in]``) and ``x @ Wt`` (``[in, out]``) for every shape, batch and
-    dtype, with the step-weighted ratio ``in_out_over_out_in`` (FLOPs of all shapes over the time of all)."""
+    """Per dtype and batch: each form's GFLOP/s over one step's matmuls (``layers`` copies of every layer matrix,
+    the head once), per shape and for the step, and ``best_form``; ``<form>_over_linear`` are time ratios."""
     out: dict[str, Any] = {}
     for name, dtype in dtypes.items():
+        generator = torch.Generator().manual_seed(0)
+        weights = {
+            shape: [
+                (torch.randn(n, k, generator=generator) / k**0.5).to(dtype)
+                for _ in range(1 if shape == "lm_head" else layers)
+            ]
+            for shape, (k, n) in shapes.items()
+        }
         for batch in batches:
-            per_shape, time_out_in, time_in_out, flops_all = {}, 0.0, 0.0, 0.0
+            per_shape: dict[str, dict[str, float]] = {}
+            step_s = dict.fromkeys(FORMS, 0.0)
+            flops_all = 0.0
             for shape, (k, n) in shapes.items():
-                x = torch.randn(batch, k).to(dtype)
-                weight = (torch.randn(n, k) / k**0.5).to(dtype)
-                weight_t = weight.t().contiguous()
-                flops = 2.0 * batch * k * n
-                inner = max(1, int(5e7 // flops))
-                a = _seconds(lambda: F.linear(x, weight), repeats, inner)  # noqa: B023
-                b = _seconds(lambda: torch.mm(x, weight_t), repeats, inner)  # noqa: B023
-                per_shape[shape] = {"out_in_gflop_s": flops / a / 1e9, "in_out_gflop_s": flops / b / 1e9}
-                time_out_in, time_in_out, flops_all = time_out_in + a, time_in_out + b, flops_all + flops
+                x = torch.randn(batch, k, generator=generator).to(dtype)
+                flops = 2.0 * batch * k * n * len(weights[shape])
+                per_shape[shape] = {}
+                for form in FORMS:
+                    seconds = _best_seconds([_products(form, x, w) for w in weights[shape]], repeats)
+                    per_shape[shape][f"{form}_gflop_s"] = flops / seconds / 1e9
+                    step_s[form] += seconds
+                flops_all += flops
             out[f"{name}_b{batch}"] = {
                 "shapes": per_shape,
-                "step_out_in_gflop_s": flops_all / time_out_in / 1e9,
-                "step_in_out_gflop_s": flops_all / time_in_out / 1e9,
-                "in_out_over_out_in": time_out_in / time_in_out,
+                **{f"step_{form}_gflop_s": flops_all / step_s[form] / 1e9 for form in FORMS},
+                **{f"{form}_over_linear": step_s["linear"] / step_s[form] for form in FORMS[1:]},
+                "best_form": min(FORMS, key=step_s.__getitem__),
             }
     return out

@@ -37,7 +37,11 @@ def _model(kind: str, **extra: object) -> torch.nn.Module:
         "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
     }[kind]
     torch.manual_seed(0)
-    return model_cls(config_cls(**{**_SHAPE, **extra})).eval()
+    model = model_cls(config_cls(**{**_SHAPE, **extra})).eval()
+    with torch.no_grad():  # HF initialises biases to zero, which would hide a bias dropped on the way
+        for param in (p for name, p in model.named_parameters() if name.endswith(".bias")):
+            param.normal_(0.0, 0.1)
+    return model
 
 
 def _run(runner: ModelRunner, steps: int = 12) -> list[torch.Tensor]:
@@ -256,3 +260,37 @@ def test_mixed_step_decodes_and_admits_fresh_and_extended_rows_in_one_pass() -> 
         full = [running[0] + [1, 3], running[1] + [2, 4], fresh[0] + [5], fresh[1] + [6], kept_seq + suffix + [7]]
         expected = torch.stack([model(torch.tensor([seq])).logits[0, -1] for seq in full])
     assert (outs["lean"][1] - expected).abs().max().item() <= TOL
+
+
+@pytest.mark.parametrize("kind", ["llama-bias", "qwen2", "qwen3"])
+def test_weight_left_products_match_hf_at_every_row_count(kind: str) -> None:
+    """Every step weight-left (prefill included), one row alone then several: HF's logits within TOL.
+
+    A single row runs as two identical columns, biases and residuals ride on the transposed product."""
+    extra = {"attention_bias": True, "mlp_bias": True} if kind == "llama-bias" else {}
+    model = _model(kind.removesuffix("-bias"), **extra)
+    everywhere = ModelRunner(model, max_seq_len=256, weight_left_rows=10**6)
+    nowhere = ModelRunner(model, max_seq_len=256, weight_left_rows=0)
+    assert everywhere.lean is not None and everywhere.lean.weight_left_rows == 10**6
+    reference = ModelRunner(model, max_seq_len=256, lean=False)
+
+    def one_row(runner: ModelRunner) -> list[torch.Tensor]:
+        outs = [runner.prefill([[9, 8, 7, 6]])]
+        return outs + [runner.decode([int(outs[-1].argmax())]) for _ in range(3)]
+
+    expected = one_row(reference)
+    for runner in (everywhere, nowhere):
+        assert max((a - b).abs().max().item() for a, b in zip(one_row(runner), expected)) <= TOL
+    mixed = ModelRunner(model, max_seq_len=256, weight_left_rows=10**6)  # prefills, a join and a leave
+    reference = ModelRunner(model, max_seq_len=256, lean=False)
+    assert max((a - b).abs().max().item() for a, b in zip(_run(mixed), _run(reference))) <= TOL
+
+
+def test_weight_left_rows_default_is_float32_on_cpu_only() -> None:
+    from agentrl.engines.embedded.lean_forward import default_weight_left_rows
+
+    cpu = torch.device("cpu")
+    assert default_weight_left_rows(torch.float32, cpu) == 8
+    assert default_weight_left_rows(torch.bfloat16, cpu) == 0
+    assert default_weight_left_rows(torch.float32, torch.device("cuda")) == 0
+    assert ModelRunner(_model("llama"), max_seq_len=64).lean.weight_left_rows == 8

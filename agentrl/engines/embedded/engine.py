@@ -56,7 +56,12 @@ class EmbeddedEngine:
         context = int(getattr(model_cfg, "max_position_embeddings", None) or self.config.max_seq_len)
         self.max_seq_len = min(self.config.max_seq_len, context)
         self.eos_ids = _eos_ids(model, tokenizer)
-        self.runner = ModelRunner(model, max_seq_len=self.max_seq_len, max_rows=self.config.max_batch_size)
+        self.runner = ModelRunner(
+            model,
+            max_seq_len=self.max_seq_len,
+            max_rows=self.config.max_batch_size,
+            weight_left_rows=self.config.weight_left_rows,
+        )
         self.scheduler = Scheduler(
             self.runner,
             tokenizer,

@@ -50,6 +50,17 @@ def lean_support(model: torch.nn.Module) -> str | None:
     return None
 
 
+# float32 steps of at most this many token rows multiply weight-left on CPU: measured 1.1-2.3x faster engine decode
+# at batch 1-8 on a 2-core AVX-512 EPYC, slower from about 12 rows (docs/results/memory-and-speed.md)
+_CPU_FP32_WEIGHT_LEFT_ROWS = 8
+
+
+def default_weight_left_rows(dtype: torch.dtype, device: torch.device) -> int:
+    """Row count up to which ``LeanForward`` multiplies weight-left by default: float32 on CPU only (bf16's
+    kernels and GPUs' are faster the usual way round)."""
+    return _CPU_FP32_WEIGHT_LEFT_ROWS if dtype == torch.float32 and device.type == "cpu" else 0
+
+
 class LeanForward:
     """Mixed prefill/decode steps for a supported HF model over a ``SlotKVCache`` (``step``).
 
@@ -57,11 +68,13 @@ class LeanForward:
     small batch every op's dispatch cost is what a step costs, so a decode step is ~20 ops a layer.
     """
 
-    def __init__(self, model: torch.nn.Module, *, max_seq_len: int) -> None:
+    def __init__(self, model: torch.nn.Module, *, max_seq_len: int, weight_left_rows: int = 0) -> None:
         reason = lean_support(model)
         if reason is not None:
             raise EngineError(f"LeanForward cannot run this model: {reason}; run it with ModelRunner(..., lean=False)")
         self.model = model
+        # steps of at most this many token rows multiply weight-left (``_project``)
+        self.weight_left_rows = weight_left_rows
         attn = model.model.layers[0].self_attn
         self.head_dim = int(attn.head_dim)
         self.heads = int(model.config.num_attention_heads)
@@ -118,8 +131,9 @@ class LeanForward:
         cos_t1d = self._cos.index_select(0, layout.positions).view(t, 1, dim)
         sin_t1d = self._sin_signed.index_select(0, layout.positions).view(t, 1, dim)
         x_td = F.embedding(ids, self._embed)
+        left = t <= self.weight_left_rows
         for i, lw in enumerate(self._layers):
-            qkv_thd = F.linear(_rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias).view(
+            qkv_thd = _project(_rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias, weight_left=left).view(
                 t, qk_heads + kv_heads, dim
             )
             qk_thd = qkv_thd[:, :qk_heads]
@@ -144,12 +158,17 @@ class LeanForward:
                 out_td = out.transpose(1, 2).reshape(k * layout.new_max, heads * dim).index_select(0, layout.pad_index)
                 if decode_out is not None:
                     out_td = torch.cat((decode_out, out_td))
-            x_td = lw.residual_linear(x_td, out_td, lw.o_weight, lw.o_bias)
-            gate_up = F.linear(_rms(x_td, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias)
+            x_td = _project(out_td, lw.o_weight, lw.o_bias, x_td, weight_left=left)
+            gate_up = _project(
+                _rms(x_td, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias, weight_left=left
+            )
             gate, up = gate_up.split(lw.intermediate, dim=-1)
-            x_td = lw.residual_linear(x_td, lw.act(gate) * up, lw.down_weight, lw.down_bias)
+            x_td = _project(lw.act(gate) * up, lw.down_weight, lw.down_bias, x_td, weight_left=left)
         last_nd = x_td if k == 0 else x_td.index_select(0, layout.logit_index)
-        return F.linear(_rms(last_nd, self._final_norm, self._final_eps), self._head_weight, self._head_bias)
+        head_in = _rms(last_nd, self._final_norm, self._final_eps)
+        return _project(
+            head_in, self._head_weight, self._head_bias, weight_left=last_nd.shape[0] <= self.weight_left_rows
+        )
 
 
 class _LayerWeights:
@@ -202,15 +221,6 @@ class _LayerWeights:
         self._q_norm, self._k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
         self._qk_weight_key = ()
 
-    @staticmethod
-    def residual_linear(
-        x_bd: torch.Tensor, h_bd: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
-    ) -> torch.Tensor:
-        """``x + linear(h)`` as one addmm when there is no bias."""
-        if bias is None:
-            return torch.addmm(x_bd, h_bd, weight.t())
-        return x_bd + F.linear(h_bd, weight, bias)
-
     def norm_qk_heads(self, qk_heads: torch.Tensor) -> torch.Tensor:
         """Per-head RMSNorm of q heads ``[..., :heads, :]`` and k heads ``[..., heads:, :]``.
 
@@ -239,6 +249,43 @@ class _LayerWeights:
             )
             self._qk_weight_key = key
         return self._qk_weight_hd
+
+
+def _project(
+    x_td: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual_td: torch.Tensor | None = None,
+    *,
+    weight_left: bool,
+) -> torch.Tensor:
+    """``residual + x @ weight.T + bias`` over token rows ``[t, in]``, contiguous ``[t, out]``.
+
+    ``weight_left`` computes it as ``weight @ x.T`` (one column per row) and transposes back. At a few rows in
+    float32, MKL's kernels for that form stream the weights at about twice the rate of ``F.linear``'s on the
+    measured CPUs (``scripts/bench/gemm_layouts.py``), and a single row is sent as two identical columns,
+    because the one-column product takes a slower path. The result differs from ``F.linear``'s only in float
+    rounding, as it already does between batch sizes.
+    """
+    if not weight_left:
+        if residual_td is None:
+            return F.linear(x_td, weight, bias)
+        if bias is None:
+            return torch.addmm(residual_td, x_td, weight.t())
+        return residual_td + F.linear(x_td, weight, bias)
+    rows = x_td.shape[0]
+    if rows == 1:
+        x_td = torch.cat((x_td, x_td))
+        residual_td = None if residual_td is None else torch.cat((residual_td, residual_td))
+    if residual_td is not None:
+        out_ot = torch.addmm(residual_td.t(), weight, x_td.t())
+        if bias is not None:
+            out_ot += bias[:, None]
+    elif bias is not None:
+        out_ot = torch.addmm(bias[:, None], weight, x_td.t())
+    else:
+        out_ot = torch.mm(weight, x_td.t())
+    return out_ot[:, :rows].t().contiguous()
 
 
 def _fuse_rows(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -13,7 +13,7 @@ import inspect
 import torch
 
 from agentrl.engines.embedded.kv_cache import PrefixKV, SlotKVCache
-from agentrl.engines.embedded.lean_forward import LeanForward, lean_support
+from agentrl.engines.embedded.lean_forward import LeanForward, default_weight_left_rows, lean_support
 
 
 class ModelRunner:
@@ -24,7 +24,13 @@ class ModelRunner:
     """
 
     def __init__(
-        self, model: torch.nn.Module, *, max_seq_len: int, lean: bool = True, max_rows: int | None = None
+        self,
+        model: torch.nn.Module,
+        *,
+        max_seq_len: int,
+        lean: bool = True,
+        max_rows: int | None = None,
+        weight_left_rows: int | None = None,
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -36,7 +42,13 @@ class ModelRunner:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = "logits_to_keep" if "logits_to_keep" in params else None
         self.lean_reason = lean_support(model) if lean else "disabled (lean=False)"
-        self.lean = LeanForward(model, max_seq_len=max_seq_len) if self.lean_reason is None else None
+        if weight_left_rows is None:
+            weight_left_rows = default_weight_left_rows(self.dtype, self.device)
+        self.lean = (
+            LeanForward(model, max_seq_len=max_seq_len, weight_left_rows=weight_left_rows)
+            if self.lean_reason is None
+            else None
+        )
         # torch threads for the next steps, settable from any thread; None keeps the engine thread's own. The
         # setting is per thread once a thread has used torch, so it is applied here, in the engine's thread.
         self.threads: int | None = None
