@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     progress("machine", hw)
     profiles = []
     for batch in args.profile:
-        profiles.append(profile_decode(model_dir, torch.float32, batch, args))
+        profiles.append(profile_decode(model_dir, DTYPES[args.profile_dtype], batch, args))
         progress(f"profile_b{batch}", profiles[-1])
     hidden, inter = arch["hidden_size"], arch["intermediate_size"]
     dtypes = _dtypes_worth_running(hw, args)
@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name in [] if args.skip_trainer else dtypes:
         trainer.update(trainer_section(model_dir, name, hw, params, args))
     return {
-        "profile_fp32_decode": profiles,
+        f"profile_{args.profile_dtype}_decode": profiles,
         "machine": {
             **hw,
             "threads": args.threads,
@@ -337,7 +337,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Measure the engine and trainer in bf16 too: auto = only where bf16 GEMMs beat fp32 ones.",
     )
     parser.add_argument("--gemm", type=int, default=None, help="Square GEMM size (default 2048; --quick 128).")
-    parser.add_argument("--profile", type=int, nargs="*", default=[], help="Profile fp32 decode at these batches.")
+    parser.add_argument("--profile", type=int, nargs="*", default=[], help="Profile decode at these batches.")
+    parser.add_argument("--profile-dtype", choices=tuple(DTYPES), default="fp32", help="The profiled engine's dtype.")
     parser.add_argument("--skip-trainer", action="store_true", help="Engine and machine numbers only.")
     parser.add_argument(
         "--compare-weight-left",
