@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from agentrl import __version__
 from agentrl.errors import AgentRLError
+from agentrl.util.allocator import use_preferred_allocator
 
 SUBCOMMAND_MODULES = ["envs_cmd", "make_model", "serve", "rollout", "inspect", "train", "eval"]
 
@@ -40,7 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; AgentRLErrors print as one clean message (exit code 2) instead of a traceback."""
+    """Run the CLI; AgentRLErrors print as one clean message (exit code 2) instead of a traceback.
+
+    Run as a command (``argv`` None), it first re-executes itself under TCMalloc where that is installed
+    (``agentrl/util/allocator.py``; ``AGENTRL_ALLOCATOR=system`` keeps glibc's malloc).
+    """
+    if argv is None:
+        try:
+            use_preferred_allocator()
+        except AgentRLError as exc:
+            print(f"agentrl: error: {exc}", file=sys.stderr)
+            return 2
     # Like `python -m`, find the user's modules (env.id: my_envs:MathQuiz) in the working directory;
     # appended, not prepended, so a file there never shadows an installed package.
     if os.getcwd() not in sys.path:

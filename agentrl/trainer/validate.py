@@ -14,6 +14,7 @@ from agentrl.config.problems import raise_problems
 from agentrl.config.run import RunConfig
 from agentrl.engines.base import LogprobSemantics
 from agentrl.errors import CheckpointError, ConfigError
+from agentrl.util.allocator import loaded_allocator
 
 RUN_META = "run.json"
 
@@ -57,8 +58,12 @@ def model_fingerprint(model_dir: str | Path) -> dict[str, str]:
 
 
 def write_run_meta(run_dir: Path, cfg: RunConfig) -> None:
-    """Record what this run trains, so a ``--resume`` with another model fails early."""
-    meta: dict[str, Any] = {"model_path": cfg.model.path, "fingerprint": model_fingerprint(cfg.model.path)}
+    """Record what this run trains, so a ``--resume`` with another model fails early (and its allocator)."""
+    meta: dict[str, Any] = {
+        "model_path": cfg.model.path,
+        "fingerprint": model_fingerprint(cfg.model.path),
+        "allocator": loaded_allocator(),  # peak memory and update speed depend on it
+    }
     (run_dir / RUN_META).write_text(json.dumps(meta, indent=1))
 
 

@@ -19,11 +19,20 @@ def _libc() -> Any:
     return ctypes.CDLL(name) if name else None
 
 
+@lru_cache(maxsize=1)
+def _process() -> Any:
+    return ctypes.CDLL(None)  # every library the process has loaded, a preloaded TCMalloc included
+
+
 def trim_heap() -> bool:
-    """``malloc_trim(0)`` on every glibc arena; False where there is no glibc (musl, macOS: nothing to do)."""
+    """Free memory back to the OS: TCMalloc's free pages when it is the allocator (``agentrl/util/allocator.py``),
+    then ``malloc_trim(0)`` on every glibc arena; False where there is neither (musl, macOS: nothing to do)."""
+    release = getattr(_process(), "MallocExtension_ReleaseFreeMemory", None)
+    if release is not None:
+        release()
     libc = _libc()
     trim = getattr(libc, "malloc_trim", None) if libc is not None else None
     if trim is None:
-        return False
+        return release is not None
     trim(0)
     return True
