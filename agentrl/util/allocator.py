@@ -56,7 +56,8 @@ def use_preferred_allocator() -> None:
     setting = os.environ.get(ENV_SETTING, "auto").strip().lower() or "auto"
     if setting not in _CHOICES:
         raise ConfigError(f"{ENV_SETTING}={setting!r} is not one of {_CHOICES}; unset it for the default (auto)")
-    if setting == "system" or loaded_allocator() == "tcmalloc" or not hasattr(sys, "orig_argv"):
+    # LD_PRELOAD is the Linux dynamic linker's; elsewhere there is nothing to re-execute for
+    if setting == "system" or not sys.platform.startswith("linux") or loaded_allocator() == "tcmalloc":
         return
     library = find_tcmalloc()
     if library is None:
