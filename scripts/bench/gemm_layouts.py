@@ -21,6 +21,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from agentrl.engines.embedded.lean_forward import project_rows
+
 FORMS = ("linear", "in_out", "weight_left")
 
 
@@ -40,10 +42,8 @@ def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
 
 
 def weight_left(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``x @ weight.T`` computed as ``weight @ x.T`` (the lean forward's ``_project`` without bias/residual)."""
-    rows = x.shape[0]
-    wide = torch.cat((x, x)) if rows == 1 else x
-    return torch.mm(weight, wide.t())[:, :rows].t().contiguous()
+    """``x @ weight.T`` computed as ``weight @ x.T``, by the lean forward's own ``project_rows``."""
+    return project_rows(x, weight, None, weight_left=True)
 
 
 def _products(form: str, x: torch.Tensor, weight: torch.Tensor) -> Any:

@@ -73,7 +73,7 @@ class LeanForward:
         if reason is not None:
             raise EngineError(f"LeanForward cannot run this model: {reason}; run it with ModelRunner(..., lean=False)")
         self.model = model
-        # steps of at most this many token rows multiply weight-left (``_project``)
+        # steps of at most this many token rows multiply weight-left (``project_rows``)
         self.weight_left_rows = weight_left_rows
         attn = model.model.layers[0].self_attn
         self.head_dim = int(attn.head_dim)
@@ -133,9 +133,9 @@ class LeanForward:
         x_td = F.embedding(ids, self._embed)
         left = t <= self.weight_left_rows
         for i, lw in enumerate(self._layers):
-            qkv_thd = _project(_rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias, weight_left=left).view(
-                t, qk_heads + kv_heads, dim
-            )
+            qkv_thd = project_rows(
+                _rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias, weight_left=left
+            ).view(t, qk_heads + kv_heads, dim)
             qk_thd = qkv_thd[:, :qk_heads]
             if self.qk_norm:
                 qk_thd = lw.norm_qk_heads(qk_thd)
@@ -158,15 +158,15 @@ class LeanForward:
                 out_td = out.transpose(1, 2).reshape(k * layout.new_max, heads * dim).index_select(0, layout.pad_index)
                 if decode_out is not None:
                     out_td = torch.cat((decode_out, out_td))
-            x_td = _project(out_td, lw.o_weight, lw.o_bias, x_td, weight_left=left)
-            gate_up = _project(
+            x_td = project_rows(out_td, lw.o_weight, lw.o_bias, x_td, weight_left=left)
+            gate_up = project_rows(
                 _rms(x_td, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias, weight_left=left
             )
             gate, up = gate_up.split(lw.intermediate, dim=-1)
-            x_td = _project(lw.act(gate) * up, lw.down_weight, lw.down_bias, x_td, weight_left=left)
+            x_td = project_rows(lw.act(gate) * up, lw.down_weight, lw.down_bias, x_td, weight_left=left)
         last_nd = x_td if k == 0 else x_td.index_select(0, layout.logit_index)
         head_in = _rms(last_nd, self._final_norm, self._final_eps)
-        return _project(
+        return project_rows(
             head_in, self._head_weight, self._head_bias, weight_left=last_nd.shape[0] <= self.weight_left_rows
         )
 
@@ -251,7 +251,7 @@ class _LayerWeights:
         return self._qk_weight_hd
 
 
-def _project(
+def project_rows(
     x_td: torch.Tensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None,
