@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from envs.code_exec.config import SandboxSetting
+from envs.code_exec.grading.grader import budget_problem
 from envs.code_tasks import GeneratorConfig
 from sandboxes.config import AutoSandboxConfig
 
@@ -69,6 +70,13 @@ class CodeAgentConfig(BaseModel):
     )
     cell_timeout_s: float = Field(5.0, gt=0, description="Wall-clock limit of one code cell in the sandbox session.")
     test_timeout_s: float = Field(3.0, gt=0, description="Wall-clock limit of each example or hidden test.")
+    grading_timeout_s: float | None = Field(
+        6.0,
+        gt=0,
+        description="Wall-clock budget of one check's tests together (the visible examples, or the hidden tests); "
+        "tests left when it is spent fail as timed out. A draft that loops cost every test test_timeout_s (30 s "
+        "for 9 hidden tests) while the step boundary waited on it. None: per-test limits only.",
+    )
     max_output_chars: int = Field(
         600,
         ge=100,
@@ -78,3 +86,10 @@ class CodeAgentConfig(BaseModel):
         default_factory=AutoSandboxConfig,
         description="Sandbox settings: kind docker|process|auto plus the backend's own fields (as CodeExec-v0).",
     )
+
+    @model_validator(mode="after")
+    def _grading_budget_holds_a_test(self) -> CodeAgentConfig:
+        problem = budget_problem(self.test_timeout_s, self.grading_timeout_s, "test_timeout_s", "grading_timeout_s")
+        if problem is not None:
+            raise ValueError(problem)
+        return self

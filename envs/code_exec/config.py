@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from envs.code_exec.grading.grader import budget_problem
 from sandboxes.config import AutoSandboxConfig, SandboxConfig
 
 SANDBOX_KINDS = ("docker", "process", "auto")
@@ -61,7 +62,13 @@ class CodeExecConfig(BaseModel):
     )
     cell_timeout_s: float = Field(5.0, gt=0, description="Wall-clock limit of one code cell in the sandbox session.")
     test_timeout_s: float = Field(
-        3.0, gt=0, description="Wall-clock limit of each hidden test (HumanEval's official value is 3 s)."
+        3.0, gt=0, description="Wall-clock limit of each hidden test (HumanEval's harness: 3 s for its whole check)."
+    )
+    grading_timeout_s: float | None = Field(
+        6.0,
+        gt=0,
+        description="Wall-clock budget of one grading's tests together; tests left when it is spent fail as timed "
+        "out. None: per-test limits only (a looping submission then costs every test test_timeout_s).",
     )
     max_output_chars: int = Field(
         1500, ge=100, description="Cell output shown to the model; longer output keeps its head and tail."
@@ -80,3 +87,10 @@ class CodeExecConfig(BaseModel):
         description="Sandbox settings: kind docker|process|auto (auto: Docker when an engine and the image exist, else "
         "the process backend with a warning) plus the backend's own fields (sandboxes.config).",
     )
+
+    @model_validator(mode="after")
+    def _grading_budget_holds_a_test(self) -> CodeExecConfig:
+        problem = budget_problem(self.test_timeout_s, self.grading_timeout_s, "test_timeout_s", "grading_timeout_s")
+        if problem is not None:
+            raise ValueError(problem)
+        return self

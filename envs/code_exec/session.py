@@ -6,7 +6,7 @@ draft reads, leave state in /tmp or /dev/shm). It runs in a second sandbox of th
 graded code ever enters, reset (every writable place wiped) before each grading (``grading_sandbox``).
 
 A mixin for ``MultiTurnEnv`` subclasses whose ``config`` has ``sandbox``, ``cell_timeout_s``,
-``test_timeout_s`` and ``max_output_chars`` (``CodeExecConfig``, ``CodeAgentConfig``).
+``test_timeout_s``, ``grading_timeout_s`` and ``max_output_chars`` (``CodeExecConfig``, ``CodeAgentConfig``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ class SandboxSession:
     def grader(self) -> Grader:
         """The env's grader (its judge process starts on the first check)."""
         if self._grader is None:
-            self._grader = Grader(GraderConfig(per_test_timeout_s=self.config.test_timeout_s))
+            self._grader = Grader(
+                GraderConfig(
+                    per_test_timeout_s=self.config.test_timeout_s, total_timeout_s=self.config.grading_timeout_s
+                )
+            )
         return self._grader
 
     def reset_session(self) -> None:

@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from envs.code_exec.grading.isolation import require_isolation
 from envs.code_exec.grading.judge_process import JudgeLost, JudgeProcess, JudgeTampered, JudgeTimeout
@@ -47,12 +47,29 @@ class GradableTask(Protocol):
     def code_prefix(self) -> str: ...
 
 
+def budget_problem(per_test_s: float, total_s: float | None, per_test_name: str, total_name: str) -> str | None:
+    """Why a grading budget cannot work with this per-test limit (None when it can)."""
+    if total_s is None or total_s >= per_test_s:
+        return None
+    return (
+        f"{total_name} ({total_s:g} s) is below {per_test_name} ({per_test_s:g} s): one slow test would spend the "
+        f"whole budget; raise {total_name} or set it to null"
+    )
+
+
 class GraderConfig(BaseModel):
     """Time limits and the judge process's settings."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     per_test_timeout_s: float = Field(3.0, gt=0, description="Wall-clock limit of each hidden test.")
+    total_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Wall-clock budget of one grading's tests together, from the first test's start (HumanEval's "
+        "harness has one limit per check program); tests left when it is spent fail as timed out without running. "
+        "None: the per-test limit alone, so a draft that loops costs every test its full limit.",
+    )
     load_timeout_s: float | None = Field(
         None, gt=0, description="Limit of loading the solution (its module-level code); None: per_test_timeout_s."
     )
@@ -72,6 +89,13 @@ class GraderConfig(BaseModel):
         "trainer not started as root): it could write verdicts into the trainer's pipes, read the judge's inputs "
         "and the trainer's files. False only for trusted solutions (development on a machine without Docker).",
     )
+
+    @model_validator(mode="after")
+    def _budget_holds_a_test(self) -> GraderConfig:
+        problem = budget_problem(self.per_test_timeout_s, self.total_timeout_s, "per_test_timeout_s", "total_timeout_s")
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     @property
     def load_s(self) -> float:
@@ -145,6 +169,7 @@ class _GradingRun:
             sandbox,
             build_program(task, solution),
             per_test_s=config.per_test_timeout_s,
+            budget_s=config.total_timeout_s,
             load_timeout_s=config.load_s,
             flags=self.flags,
         )

@@ -43,18 +43,40 @@ class SolutionProcess:
     """One solution loaded in a service of ``sandbox``; ``forward`` answers a judge request with reply fields."""
 
     def __init__(
-        self, sandbox: Any, program: str, *, per_test_s: float, load_timeout_s: float, flags: list[HackFlag]
+        self,
+        sandbox: Any,
+        program: str,
+        *,
+        per_test_s: float,
+        load_timeout_s: float,
+        flags: list[HackFlag],
+        budget_s: float | None = None,
     ) -> None:
         self.sandbox, self.program, self.flags = sandbox, program, flags
-        self.per_test_s, self.load_timeout_s = per_test_s, load_timeout_s
+        self.per_test_s, self.load_timeout_s, self.budget_s = per_test_s, load_timeout_s, budget_s
         self.service: Any = None
         self.gen = 0
         self.load_error: str | None = None
         self.deadline = 0.0  # of the running test
+        self.budget_end: float | None = None  # of all tests, set when the first one starts
+        self.budget_bound = False  # the running test's deadline is the budget's, not its own limit
 
     def begin_test(self) -> None:
-        """A test starts: its calls share ``per_test_s`` from now."""
-        self.deadline = time.monotonic() + self.per_test_s
+        """A test starts: its calls share ``per_test_s`` from now, within what is left of the budget."""
+        now = time.monotonic()
+        if self.budget_s is not None and self.budget_end is None:
+            self.budget_end = now + self.budget_s
+        self.deadline = now + self.per_test_s
+        self.budget_bound = self.budget_end is not None and self.budget_end < self.deadline
+        if self.budget_bound:
+            self.deadline = self.budget_end
+
+    @property
+    def limit_text(self) -> str:
+        """The limit the running test is held to, in words."""
+        if self.budget_bound:
+            return f"the grading's budget of {self.budget_s:g} s for all tests"
+        return f"limit {self.per_test_s:g} s per test"
 
     def start(self) -> str | None:
         """Open a fresh service and load the program; returns why loading failed, or None."""
@@ -86,20 +108,24 @@ class SolutionProcess:
         """The reply fields for one judge request: the service's text, or a failure the judge turns into an error."""
         if request.pop("gen", self.gen) != self.gen:
             return _failure("gone", "the object belongs to an earlier run of the solution, which ended")
+        if self.deadline <= time.monotonic():  # before a reload: a spent budget restarts nothing
+            return _failure("timeout", f"the test ran past its time limit ({self.limit_text})")
         if self.service is None or not self.service.alive:
             started = time.monotonic()
             if self.load_error is not None or self.start() is not None:
                 return _failure("ended", f"the solution could not be (re)loaded: {self.load_error}")
-            self.deadline += time.monotonic() - started  # reloading after a crash is not the test's time
+            reload_s = time.monotonic() - started  # reloading after a crash is not the tests' time
+            self.deadline += reload_s
+            self.budget_end = None if self.budget_end is None else self.budget_end + reload_s
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            return _failure("timeout", "the test ran past its time limit")
+            return _failure("timeout", f"the test ran past its time limit ({self.limit_text})")
         reply = self.service.request(dumps(request), remaining)
         self.note(reply, "during a call")
         if reply.ok:
             return {"text": reply.text}
         if reply.timed_out:
-            return _failure("timeout", f"the solution timed out (limit {self.per_test_s:g} s per test)")
+            return _failure("timeout", f"the solution timed out ({self.limit_text})")
         return _failure("ended", f"the solution's process ended: {reply.error or 'killed'}")
 
     def note(self, reply: Any, when: str) -> None:
