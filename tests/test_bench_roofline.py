@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_path: Path) -> None:
     out = tmp_path / "roofline.json"
     cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "bench_roofline.py"), "--quick", "--threads", "1"]
-    cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--compare-weight-left", "--out", str(out)]
+    cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--compare-weight-left"]
+    cmd += ["--compare-packed", "--out", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)
     report = json.loads(out.read_text())
     hw = report["machine"]
@@ -33,8 +34,11 @@ def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_pa
     assert set(report["bf16_over_fp32"]) == {"decode_b1", "decode_b3", "prefill", "train_nockpt", "train_ckpt"}
     assert all(v > 0 for v in report["bf16_over_fp32"].values())
     assert set(report["engine"]["fp32_linear"]["decode"]) == {"b1", "b3"}  # the side-by-side engine form run
-    assert set(report["fp32_default_over_linear"]) == {"b1", "b3"}
+    assert set(report["fp32_default_over_linear"]) == {"b1", "b3", "prefill"}
     assert all(v > 0 for v in report["fp32_default_over_linear"].values())
+    assert set(report["engine"]["bf16_unpacked"]["decode"]) == {"b1", "b3"}  # the bf16 engine without packing
+    assert set(report["bf16_default_over_unpacked"]) == {"b1", "b3", "prefill"}
+    assert all(v > 0 for v in report["bf16_default_over_unpacked"].values())
     [profile] = report["profile_fp32_decode"]
     assert profile["batch"] == 3 and profile["engine_step_ms"] > 0 and profile["bare_step_ms"] > 0
     assert profile["op_share"]["matmul"] > 0 and profile["top_ops"]  # the profiler saw the forward's ops

@@ -126,14 +126,12 @@ def decode_roofline_tok_s(params: dict[str, int], dtype_bytes: int, batch: int, 
 
 
 def engine_numbers(
-    model_dir: str, dtype: torch.dtype, args: argparse.Namespace, weight_left_rows: int | None = None
+    model_dir: str, dtype: torch.dtype, args: argparse.Namespace, overrides: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Decode tokens/s at each batch size and prefill tokens/s of the embedded engine in ``dtype``."""
+    """Decode tokens/s at each batch size and prefill tokens/s of the embedded engine in ``dtype``
+    (``overrides``: engine settings other than their defaults)."""
     config = EmbeddedEngineConfig(
-        max_batch_size=max(args.batches),
-        prefix_cache_tokens=0,
-        share_prefixes=False,
-        weight_left_rows=weight_left_rows,
+        max_batch_size=max(args.batches), prefix_cache_tokens=0, share_prefixes=False, **(overrides or {})
     )
     engine = EmbeddedEngine.from_pretrained(model_dir, config=config, dtype=dtype)
     vocab = engine.vocab_size
@@ -190,13 +188,13 @@ def engine_section(
     params: dict[str, int],
     arch: dict[str, Any],
     args: Any,
-    weight_left_rows: int | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The engine's decode and prefill tokens/s in dtype ``name``, each beside its roofline (``weight_left_rows``:
-    the engine setting, None for its default)."""
+    """The engine's decode and prefill tokens/s in dtype ``name``, each beside its roofline (``overrides``: engine
+    settings other than their defaults)."""
     dtype = DTYPES[name]
-    got = engine_numbers(model_dir, dtype, args, weight_left_rows)
-    progress(f"engine_{name}" if weight_left_rows is None else f"engine_{name}_weight_left_{weight_left_rows}", got)
+    got = engine_numbers(model_dir, dtype, args, overrides)
+    progress("_".join([f"engine_{name}", *(f"{k}_{v}" for k, v in (overrides or {}).items())]), got)
     bw, rates, fp32_rates = hw["bandwidth_gb_s"], hw["gemm_gflop_s"][name], hw["gemm_gflop_s"]["fp32"]
     shape = f"{arch['hidden_size']}x{arch['intermediate_size']}"
     decode = {}
@@ -260,11 +258,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     engine = {name: engine_section(model_dir, name, hw, params, arch, args) for name in dtypes}
     weight_left = None
     if args.compare_weight_left:  # the default engine against one multiplying x @ W.T at every row count
-        engine["fp32_linear"] = engine_section(model_dir, "fp32", hw, params, arch, args, weight_left_rows=0)
-        weight_left = {
-            key: engine["fp32"]["decode"][key]["tok_s"] / cell["tok_s"]
-            for key, cell in engine["fp32_linear"]["decode"].items()
-        }
+        engine["fp32_linear"] = engine_section(model_dir, "fp32", hw, params, arch, args, {"weight_left_rows": 0})
+        weight_left = _decode_ratios(engine, "fp32", "fp32_linear")
+    packed = None
+    if args.compare_packed and "bf16" in dtypes:  # the default bf16 engine against one calling F.linear
+        engine["bf16_unpacked"] = engine_section(model_dir, "bf16", hw, params, arch, args, {"pack_weights": False})
+        packed = _decode_ratios(engine, "bf16", "bf16_unpacked")
     trainer: dict[str, Any] = {}
     for name in [] if args.skip_trainer else dtypes:
         trainer.update(trainer_section(model_dir, name, hw, params, args))
@@ -286,7 +285,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "skipped": {name: hw["bf16_skip_reason"] for name in DTYPES if name not in dtypes},
         "bf16_over_fp32": _bf16_ratios(engine, trainer, args.batches) if "bf16" in dtypes and trainer else None,
         "fp32_default_over_linear": weight_left,
+        "bf16_default_over_unpacked": packed,
     }
+
+
+def _decode_ratios(engine: dict[str, Any], name: str, baseline: str) -> dict[str, float]:
+    """Decode tokens/s of engine ``name`` over ``baseline`` at each batch, and prefill's."""
+    ratios = {
+        key: engine[name]["decode"][key]["tok_s"] / cell["tok_s"] for key, cell in engine[baseline]["decode"].items()
+    }
+    ratios["prefill"] = engine[name]["prefill"]["tok_s"] / engine[baseline]["prefill"]["tok_s"]
+    return ratios
 
 
 def _dtypes_worth_running(hw: dict[str, Any], args: argparse.Namespace) -> list[str]:
@@ -344,6 +353,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--compare-weight-left",
         action="store_true",
         help="Also run the fp32 engine with engine.weight_left_rows=0 and report the default's decode speed-up.",
+    )
+    parser.add_argument(
+        "--compare-packed",
+        action="store_true",
+        help="Also run the bf16 engine with engine.pack_weights=false and report the default's speed-up.",
     )
     parser.add_argument("--repeats", type=int, default=None, help="Timed repeats (best of; default 3, --quick 1).")
     parser.add_argument("--new-tokens", type=int, default=None, help="Decoded tokens per request (default 64).")

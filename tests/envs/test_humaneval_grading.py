@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from envs.code_exec.grading import Grader
+from envs.code_exec.config import CodeExecConfig
+from envs.code_exec.grading import Grader, GraderConfig
 from envs.code_exec.tasks import CodingTask, load_tasks
 from sandboxes import docker_available, make_sandbox
 
@@ -48,7 +49,10 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def grader() -> Iterator[Grader]:
-    with Grader() as grading:
+    # the limits CodeExec-v0 grades with, its grading budget included
+    defaults = CodeExecConfig()
+    config = GraderConfig(per_test_timeout_s=defaults.test_timeout_s, total_timeout_s=defaults.grading_timeout_s)
+    with Grader(config) as grading:
         yield grading
 
 

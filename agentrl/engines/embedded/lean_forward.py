@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from agentrl.engines.embedded.kv_cache import SlotKVCache, StepLayout
+from agentrl.engines.embedded.packed_weights import PackedWeight, linear_packed
 from agentrl.errors import EngineError
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
@@ -68,13 +69,17 @@ class LeanForward:
     small batch every op's dispatch cost is what a step costs, so a decode step is ~20 ops a layer.
     """
 
-    def __init__(self, model: torch.nn.Module, *, max_seq_len: int, weight_left_rows: int = 0) -> None:
+    def __init__(
+        self, model: torch.nn.Module, *, max_seq_len: int, weight_left_rows: int = 0, pack_weights: bool = False
+    ) -> None:
         reason = lean_support(model)
         if reason is not None:
             raise EngineError(f"LeanForward cannot run this model: {reason}; run it with ModelRunner(..., lean=False)")
         self.model = model
         # steps of at most this many token rows multiply weight-left (``project_rows``)
         self.weight_left_rows = weight_left_rows
+        # bf16 on CPU: projections through oneDNN's packed copies (packed_weights.py; the caller checked support)
+        self.pack_weights = pack_weights
         attn = model.model.layers[0].self_attn
         self.head_dim = int(attn.head_dim)
         self.heads = int(model.config.num_attention_heads)
@@ -83,8 +88,11 @@ class LeanForward:
         self.scaling = float(attn.scaling)
         self.qk_norm = hasattr(attn, "q_norm")
         self._cos, self._sin_signed = self._rope_tables(max_seq_len)
-        self._layers = [_LayerWeights(layer, self.heads, self.kv_heads) for layer in model.model.layers]
+        self._layers = [_LayerWeights(layer, self.heads, self.kv_heads, pack_weights) for layer in model.model.layers]
         self._capture_model_tensors()
+        self._head_packed = (
+            PackedWeight(lambda: self._head_weight, lambda: (self.model.lm_head.weight,)) if pack_weights else None
+        )
 
     def _capture_model_tensors(self) -> None:
         inner = self.model.model
@@ -101,6 +109,15 @@ class LeanForward:
         for layer in self._layers:
             layer.refresh()
         self._capture_model_tensors()
+
+    def drop_packed(self) -> None:
+        """Free the packed weight copies (a weight update or a memory release); the next step packs again."""
+        for packed in self._packed_weights():
+            packed.drop()
+
+    def _packed_weights(self) -> list[PackedWeight]:
+        layers = [p for layer in self._layers for p in layer.packed]
+        return layers + ([self._head_packed] if self._head_packed is not None else [])
 
     @torch.no_grad()
     def _rope_tables(self, max_seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,8 +150,8 @@ class LeanForward:
         x_td = F.embedding(ids, self._embed)
         left = t <= self.weight_left_rows
         for i, lw in enumerate(self._layers):
-            qkv_thd = project_rows(
-                _rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias, weight_left=left
+            qkv_thd = _project(
+                _rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias, lw.qkv_packed, left=left
             ).view(t, qk_heads + kv_heads, dim)
             qk_thd = qkv_thd[:, :qk_heads]
             if self.qk_norm:
@@ -158,16 +175,20 @@ class LeanForward:
                 out_td = out.transpose(1, 2).reshape(k * layout.new_max, heads * dim).index_select(0, layout.pad_index)
                 if decode_out is not None:
                     out_td = torch.cat((decode_out, out_td))
-            x_td = project_rows(out_td, lw.o_weight, lw.o_bias, x_td, weight_left=left)
-            gate_up = project_rows(
-                _rms(x_td, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias, weight_left=left
+            x_td = _project(out_td, lw.o_weight, lw.o_bias, lw.o_packed, x_td, left=left)
+            gate_up = _project(
+                _rms(x_td, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias, lw.gate_up_packed, left=left
             )
             gate, up = gate_up.split(lw.intermediate, dim=-1)
-            x_td = project_rows(lw.act(gate) * up, lw.down_weight, lw.down_bias, x_td, weight_left=left)
+            x_td = _project(lw.act(gate) * up, lw.down_weight, lw.down_bias, lw.down_packed, x_td, left=left)
         last_nd = x_td if k == 0 else x_td.index_select(0, layout.logit_index)
         head_in = _rms(last_nd, self._final_norm, self._final_eps)
-        return project_rows(
-            head_in, self._head_weight, self._head_bias, weight_left=last_nd.shape[0] <= self.weight_left_rows
+        return _project(
+            head_in,
+            self._head_weight,
+            self._head_bias,
+            self._head_packed,
+            left=last_nd.shape[0] <= self.weight_left_rows,
         )
 
 
@@ -179,7 +200,7 @@ class _LayerWeights:
     parameter land in the buffer. ``refresh`` re-fuses when a parameter was re-pointed.
     """
 
-    def __init__(self, layer: torch.nn.Module, heads: int, kv_heads: int) -> None:
+    def __init__(self, layer: torch.nn.Module, heads: int, kv_heads: int, pack_weights: bool = False) -> None:
         self._layer = layer
         self._heads, self._kv_heads = heads, kv_heads
         attn, mlp = layer.self_attn, layer.mlp
@@ -195,6 +216,19 @@ class _LayerWeights:
         self._ptrs: tuple[int, ...] = ()
         self._qk_weight_key: tuple[int, ...] = ()
         self.refresh()
+        attn_o, mlp_down = layer.self_attn.o_proj, layer.mlp.down_proj
+        self.qkv_packed = self.o_packed = self.gate_up_packed = self.down_packed = None
+        if pack_weights:  # each packed copy follows its parameters' versions (fused ones: all of theirs)
+            self.qkv_packed = PackedWeight(lambda: self.qkv_weight, lambda: [m.weight for m in self._qkv])
+            self.o_packed = PackedWeight(lambda: self.o_weight, lambda: (attn_o.weight,))
+            self.gate_up_packed = PackedWeight(lambda: self.gate_up_weight, lambda: [m.weight for m in self._gate_up])
+            self.down_packed = PackedWeight(lambda: self.down_weight, lambda: (mlp_down.weight,))
+
+    @property
+    def packed(self) -> list[PackedWeight]:
+        """This layer's packed weight copies (none without packing)."""
+        copies = (self.qkv_packed, self.o_packed, self.gate_up_packed, self.down_packed)
+        return [p for p in copies if p is not None]
 
     def _current_ptrs(self) -> tuple[int, ...]:
         modules = (*self._qkv, *self._gate_up)
@@ -249,6 +283,21 @@ class _LayerWeights:
             )
             self._qk_weight_key = key
         return self._qk_weight_hd
+
+
+def _project(
+    x_td: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    packed: PackedWeight | None,
+    residual_td: torch.Tensor | None = None,
+    *,
+    left: bool,
+) -> torch.Tensor:
+    """``project_rows``, through the weight's packed copy when there is one (the same numbers, faster)."""
+    if packed is not None and not left:
+        return linear_packed(x_td, packed.get(), bias, residual_td)
+    return project_rows(x_td, weight, bias, residual_td, weight_left=left)
 
 
 def project_rows(

@@ -14,6 +14,8 @@ import torch
 
 from agentrl.engines.embedded.kv_cache import PrefixKV, SlotKVCache
 from agentrl.engines.embedded.lean_forward import LeanForward, default_weight_left_rows, lean_support
+from agentrl.engines.embedded.packed_weights import packing_problem
+from agentrl.errors import EngineConfigError
 
 
 class ModelRunner:
@@ -31,6 +33,7 @@ class ModelRunner:
         lean: bool = True,
         max_rows: int | None = None,
         weight_left_rows: int | None = None,
+        pack_weights: bool | None = None,
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -44,8 +47,18 @@ class ModelRunner:
         self.lean_reason = lean_support(model) if lean else "disabled (lean=False)"
         if weight_left_rows is None:
             weight_left_rows = default_weight_left_rows(self.dtype, self.device)
+        self.pack_problem = packing_problem(self.dtype, self.device)
+        if pack_weights and self.pack_problem is not None:
+            raise EngineConfigError(
+                f"pack_weights is on but {self.pack_problem}; set engine.pack_weights to null (auto) or false"
+            )
         self.lean = (
-            LeanForward(model, max_seq_len=max_seq_len, weight_left_rows=weight_left_rows)
+            LeanForward(
+                model,
+                max_seq_len=max_seq_len,
+                weight_left_rows=weight_left_rows,
+                pack_weights=self.pack_problem is None if pack_weights is None else pack_weights,
+            )
             if self.lean_reason is None
             else None
         )
@@ -138,8 +151,14 @@ class ModelRunner:
         self.cache.clear()
 
     def free(self) -> None:
-        """Drop every row and release the KV buffers (they are allocated again on the next forward)."""
+        """Drop every row and release the KV buffers and packed weights (rebuilt on the next forward)."""
         self.cache.free()
+        self.weights_changed()
+
+    def weights_changed(self) -> None:
+        """The model's weights were updated: drop copies derived from them (the lean forward's packed weights)."""
+        if self.lean is not None:
+            self.lean.drop_packed()
 
     def _hf_forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         kwargs: dict[str, object] = {self._cache_kw: self.cache, "use_cache": True}

@@ -255,6 +255,7 @@ class Scheduler:
             update, self._update = self._update, None
         try:
             update.apply(self.runner.model)
+            self.runner.weights_changed()  # packed copies, also of weights written through shared storage
             self.prefix_cache.clear()  # keys/values of the old weights are not the new policy's
             self.version = update.version
             update.done.set_result(None)
