@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gemm_layouts import layout_rates, model_matmul_shapes, weight_left
+from gemm_layouts import layout_rates, model_matmul_shapes, product_calls
 from roofline_profile import profile_decode, timed_generate
 
 from agentrl.engines.embedded.config import EmbeddedEngineConfig, kv_bytes_per_token
@@ -73,14 +73,13 @@ def gemm_gflop_s(m: int, k: int, n: int, dtype: torch.dtype, repeats: int) -> fl
 
 
 def decode_gemm_gflop_s(m: int, k: int, n: int, dtype: torch.dtype, repeats: int) -> float:
-    """The best GFLOP/s of ``[m, k] x [k, n]`` over the forms an engine can choose (``gemm_layouts.FORMS``), with
+    """The best GFLOP/s of ``[m, k] x [k, n]`` over the forms an engine can choose (``gemm_layouts.forms_for``), with
     the ``[n, k]`` weight in the cache: a few-row product's compute rate, not its weights' streaming."""
     x = torch.randn(m, k).to(dtype)
     weight = torch.randn(n, k).to(dtype)
     flops = 2 * m * k * n
     inner = max(1, int(2e8 // flops))
-    weight_t = weight.t().contiguous()
-    forms = [lambda: x @ weight.t(), lambda: torch.mm(x, weight_t), lambda: weight_left(x, weight)]
+    forms = product_calls(x, weight)
     return max(flops / (best_time(lambda f=f: [f() for _ in range(inner)], repeats) / inner) / 1e9 for f in forms)
 
 

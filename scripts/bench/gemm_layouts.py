@@ -6,7 +6,9 @@ A decode step multiplies ``batch`` rows by every weight matrix of the model. Thr
 - ``linear``: ``F.linear(x, W)`` with PyTorch's stored ``W [out, in]`` (the lean forward above a few rows);
 - ``in_out``: ``x @ Wt`` with ``Wt`` a contiguous ``[in, out]`` copy (a layout some CPUs stream faster);
 - ``weight_left``: ``W @ x.T`` on the stored weight, a single row sent as two identical columns (the lean
-  forward's form at a few float32 rows on CPU, ``engine.weight_left_rows``).
+  forward's form at a few float32 rows on CPU, ``engine.weight_left_rows``);
+- ``packed`` (bf16 on CPU with oneDNN only): ``F.linear``'s product on a copy of ``W`` in oneDNN's packed
+  layout, made once (the lean forward's bf16 form, ``engine.pack_weights``).
 
 At decode's few rows their rates differ severalfold and the ranking differs between CPUs, so each form is timed
 here, side by side, as a step would run it: over every layer's own matrices, so the weights stream from memory
@@ -22,8 +24,14 @@ import torch
 import torch.nn.functional as F
 
 from agentrl.engines.embedded.lean_forward import project_rows
+from agentrl.engines.embedded.packed_weights import linear_packed, packing_problem
 
 FORMS = ("linear", "in_out", "weight_left")
+
+
+def forms_for(dtype: torch.dtype) -> tuple[str, ...]:
+    """The forms an engine of ``dtype`` can use on this CPU: ``FORMS``, and ``packed`` where packing works."""
+    return (*FORMS, "packed") if packing_problem(dtype, torch.device("cpu")) is None else FORMS
 
 
 def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
@@ -52,7 +60,15 @@ def _products(form: str, x: torch.Tensor, weight: torch.Tensor) -> Any:
     if form == "in_out":
         weight_t = weight.t().contiguous()
         return lambda: torch.mm(x, weight_t)
+    if form == "packed":
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight)
+        return lambda: linear_packed(x, packed, None)
     return lambda: weight_left(x, weight)
+
+
+def product_calls(x: torch.Tensor, weight: torch.Tensor) -> list[Any]:
+    """One call per form this dtype can use, each computing ``x @ weight.T``."""
+    return [_products(form, x, weight) for form in forms_for(weight.dtype)]
 
 
 def _best_seconds(calls: list[Any], repeats: int) -> float:
@@ -78,6 +94,7 @@ def layout_rates(
     the head once), per shape and for the step, and ``best_form``; ``<form>_over_linear`` are time ratios."""
     out: dict[str, Any] = {}
     for name, dtype in dtypes.items():
+        forms = forms_for(dtype)
         generator = torch.Generator().manual_seed(0)
         weights = {
             shape: [
@@ -88,21 +105,21 @@ def layout_rates(
         }
         for batch in batches:
             per_shape: dict[str, dict[str, float]] = {}
-            step_s = dict.fromkeys(FORMS, 0.0)
+            step_s = dict.fromkeys(forms, 0.0)
             flops_all = 0.0
             for shape, (k, n) in shapes.items():
                 x = torch.randn(batch, k, generator=generator).to(dtype)
                 flops = 2.0 * batch * k * n * len(weights[shape])
                 per_shape[shape] = {}
-                for form in FORMS:
+                for form in forms:
                     seconds = _best_seconds([_products(form, x, w) for w in weights[shape]], repeats)
                     per_shape[shape][f"{form}_gflop_s"] = flops / seconds / 1e9
                     step_s[form] += seconds
                 flops_all += flops
             out[f"{name}_b{batch}"] = {
                 "shapes": per_shape,
-                **{f"step_{form}_gflop_s": flops_all / step_s[form] / 1e9 for form in FORMS},
-                **{f"{form}_over_linear": step_s["linear"] / step_s[form] for form in FORMS[1:]},
-                "best_form": min(FORMS, key=step_s.__getitem__),
+                **{f"step_{form}_gflop_s": flops_all / step_s[form] / 1e9 for form in forms},
+                **{f"{form}_over_linear": step_s["linear"] / step_s[form] for form in forms[1:]},
+                "best_form": min(forms, key=step_s.__getitem__),
             }
     return out
