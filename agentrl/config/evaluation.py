@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -36,6 +36,14 @@ class EvalConfig(StrictModel):
         ge=1,
         description="Also evaluate after every N-th training step (a learning curve; paired like before/after, "
         "so keep it small with max_tasks); None: only before and after.",
+    )
+    precision: Literal["rollout", "float32"] = Field(
+        "rollout",
+        description="What the held-out episodes decode with. rollout: the rollout engine as it serves (bf16 weights "
+        "when model.dtype is bf16). float32: the trainer's float32 weights, in a second in-process engine built for "
+        "each evaluation (engine.kind embedded, one process): greedy bf16 decoding flips ties with the batch's "
+        "make-up, so the same model scores differently from run to run; float32 keeps a paired before/after "
+        "comparison exact. Same as rollout when the engine already serves float32.",
     )
     per_split: dict[str, SplitEval] = Field(
         default_factory=dict,

@@ -79,6 +79,7 @@ class RunConfig(StrictModel):
                 )
             )
         problems.extend(self._batch_problems(world_size))
+        problems.extend(self._eval_problems(world_size))
         problems.extend(self._training_problems())
         if self.trainer.mode == "async" and world_size > 1:
             problems.append(
@@ -111,6 +112,31 @@ class RunConfig(StrictModel):
                     f"rollout.prompts_per_step={rollout.prompts_per_step}) do not split into {mini_batches} "
                     f"mini-batches x {world_size} ranks",
                     f"make rollout.group_size * rollout.prompts_per_step a multiple of {mini_batches * world_size}",
+                )
+            ]
+        return []
+
+    def _eval_problems(self, world_size: int) -> list[Problem]:
+        """eval.precision float32 builds a second embedded engine over the trainer's unsharded weights."""
+        if self.eval.precision != "float32" or not self.eval.splits:
+            return []
+        twin_problem = self.engine.float32_twin_problem()
+        if twin_problem is not None:
+            return [
+                Problem(
+                    "eval.precision",
+                    f"'float32' evaluates in an in-process float32 twin of the rollout engine, but {twin_problem}",
+                    "set eval.precision: rollout (a server engine can make its own decoding deterministic, e.g. "
+                    "SGLang's --enable-deterministic-inference), or engine.kind: embedded",
+                )
+            ]
+        if world_size > 1:
+            return [
+                Problem(
+                    "eval.precision",
+                    f"'float32' copies the trainer's whole model into an evaluation engine, but this job has "
+                    f"{world_size} ranks that each hold a shard",
+                    "set eval.precision: rollout under torchrun",
                 )
             ]
         return []

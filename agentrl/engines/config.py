@@ -59,6 +59,15 @@ class EngineConfig(StrictModel):
         with a bfloat16 server)."""
         return True
 
+    def float32_twin_problem(self) -> str | None:
+        """Why ``build_float32_twin`` cannot work for this backend (None: it can)."""
+        return f"engine {self.kind} has no in-process float32 twin (it serves from its own process)"
+
+    def build_float32_twin(self, model: ModelConfig) -> InferenceEngine:
+        """An in-process engine with this one's settings that computes in float32 (``eval.precision: float32``);
+        the caller copies the trainer's weights into it. Only where ``float32_twin_problem`` is None."""
+        raise NotImplementedError(f"engine {self.kind}: {self.float32_twin_problem()}")
+
     async def preflight(self, model: ModelConfig) -> list[str]:
         """``agentrl train --dry-run``: check what the engine needs without loading the model; the lines to
         print (raise the backend's error, naming the fix, on a failure)."""

@@ -36,6 +36,7 @@ from agentrl.trainer.distributed import (
     init_distributed,
     shard_policy,
 )
+from agentrl.trainer.eval_engine import evaluation_engine
 from agentrl.trainer.heldout import heldout_eval, summary_lines
 from agentrl.trainer.interrupt import StopSignals, TrainingStopped
 from agentrl.trainer.logprobs import PolicyLogprobs
@@ -202,9 +203,15 @@ async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list
         if await end_step(s, outcome, boundaries):
             break
         if s.dist.is_main and step < total and step % (cfg.eval.every_steps or total + 1) == 0:
-            curve = await heldout_eval(cfg, s.engine, s.tokenizer, s.run_dir, f"step{step:04d}")
+            curve = await evaluate_heldout(s, f"step{step:04d}", version=step)
             s.reporter.log_extra(step, curve)
     return s.reporter.history
+
+
+async def evaluate_heldout(s: Session, phase: str, *, version: int) -> dict[str, float]:
+    """``heldout_eval`` on the engine ``eval.precision`` picks (the rollout engine or its float32 twin)."""
+    async with evaluation_engine(s.cfg, s.engine, s.lm, version=version, threads=s.cores) as engine:
+        return await heldout_eval(s.cfg, engine, s.tokenizer, s.run_dir, phase)
 
 
 async def _release_engine_memory(engine: Any) -> None:
@@ -268,7 +275,7 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
                 carried = await session.orchestrator.load()
                 print(f"[train] resumed {run_dir} from checkpoint step {session.start_step}: {carried}", flush=True)
             if dist.is_main and session.start_step == 0:
-                before = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "before")
+                before = await evaluate_heldout(session, "before", version=0)
                 if before:
                     session.reporter.log_extra(0, before)
             with signals.graceful():
@@ -277,7 +284,7 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
             # A stop asked during the last step also skips the evaluation after training (--resume runs it).
             stopped = boundaries.stopped_at is not None or signals.requested is not None
             if dist.is_main and cfg.eval.splits and not stopped:
-                after = await heldout_eval(cfg, session.engine, session.tokenizer, run_dir, "after")
+                after = await evaluate_heldout(session, "after", version=last_step)
                 session.reporter.log_extra(last_step, after)
         except BaseException:
             await _close(session, failing=True)

@@ -77,6 +77,29 @@ class EmbeddedEngineConfig(EngineConfig):
             model.path, config=self, device=device, dtype=resolve_dtype(model.dtype, device)
         )
 
+    def float32_twin_problem(self) -> str | None:
+        """None: an embedded engine can always be built again in float32."""
+        return None
+
+    def build_float32_twin(self, model: ModelConfig) -> InferenceEngine:
+        """This engine's settings in float32, loading ``model.path``: the float32 defaults for the matmul forms, and
+        a prefix cache of the same bytes as this engine's (the twin runs while this one's caches are freed)."""
+        import torch
+
+        from agentrl.models.loading import resolve_device, resolve_dtype
+
+        device = resolve_device(model.device)
+        served_bytes = resolve_dtype(model.dtype, device).itemsize
+        twin = self.model_copy(
+            update={
+                "weight_left_rows": None,
+                "pack_weights": None,
+                "prefix_cache_tokens": self.prefix_cache_tokens * served_bytes // 4,
+            }
+        )
+        engine_cls = import_engine_class("agentrl.engines.embedded.engine:EmbeddedEngine")
+        return engine_cls.from_pretrained(model.path, config=twin, device=device, dtype=torch.float32)
+
     def colocated_transport(self, model: ModelConfig) -> WeightTransport | None:
         """``SharedStorageTransport`` when ``share_trainer_weights`` and the engine loads float32 (as the trainer's
         master weights are); None otherwise (the weights are copied)."""

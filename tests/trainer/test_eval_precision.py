@@ -1,0 +1,107 @@
+"""eval.precision: held-out episodes decode in a float32 twin of a bf16 rollout engine, over the trainer's own
+weights, so a greedy evaluation does not depend on which episodes share a batch; refused where no twin can exist."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentrl.config.loader import load_config
+from agentrl.engines.base import SamplingParams
+from agentrl.engines.embedded.config import EmbeddedEngineConfig
+from agentrl.engines.embedded.engine import EmbeddedEngine
+from agentrl.errors import ConfigError
+from agentrl.trainer.eval_engine import evaluation_engine, needs_float32_twin
+
+ROOT = Path(__file__).resolve().parents[2]
+GREEDY = SamplingParams(max_new_tokens=12, temperature=0.0, ignore_eos=True)
+PROMPTS = [[5, 17, 42, 9], [3, 3, 8], [100, 7, 61, 2, 2, 19], [11]]
+
+
+def _cfg(model_dir: Path, *overrides: str):
+    base = [f"model.path={model_dir}", "eval.splits=[train]", "eval.precision=float32"]
+    return load_config(ROOT / "configs" / "tiny_debug.yaml", [*base, *overrides])
+
+
+def test_float32_evaluation_is_refused_where_no_twin_can_be_built(tiny_model_dir: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _cfg(tiny_model_dir, "engine.kind=sglang", "engine.max_batch_size=null", "engine.urls=[http://127.0.0.1:30000]")
+    message = str(info.value)
+    assert "eval.precision" in message and "engine sglang" in message and "eval.precision: rollout" in message
+    problems = _cfg(tiny_model_dir).cross_field_problems(world_size=2)
+    assert [p.key for p in problems] == ["eval.precision"] and "torchrun" in problems[0].fix
+
+
+def test_a_float32_rollout_engine_is_its_own_evaluator(tiny_model_dir: Path, tiny_lm: torch.nn.Module) -> None:
+    cfg = _cfg(tiny_model_dir)  # tiny_debug serves float32
+    assert not needs_float32_twin(cfg)
+    assert needs_float32_twin(_cfg(tiny_model_dir, "model.dtype=bfloat16"))
+    assert not needs_float32_twin(_cfg(tiny_model_dir, "model.dtype=bfloat16", "eval.precision=rollout"))
+
+    async def run() -> None:
+        sentinel = object()
+        async with evaluation_engine(cfg, sentinel, tiny_lm, version=0) as engine:
+            assert engine is sentinel
+
+    asyncio.run(run())
+
+
+async def _greedy(engine: object, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+    results = await asyncio.gather(*(engine.generate(p, GREEDY) for p in prompts))  # type: ignore[attr-defined]
+    return [(r.output_ids, r.logprobs) for r in results]
+
+
+def _max_gap(a: list[tuple[list[int], list[float]]], b: list[tuple[list[int], list[float]]]) -> float:
+    assert [ids for ids, _ in a] == [ids for ids, _ in b]
+    return max(abs(x - y) for (_, la), (_, lb) in zip(a, b) for x, y in zip(la, lb))
+
+
+def test_the_twin_decodes_the_trainers_float32_weights(tiny_model_dir: Path, tiny_lm: torch.nn.Module) -> None:
+    """The twin holds the trainer's current weights (not the model directory's), computes in float32 like an engine
+    built over them, leaves the bf16 rollout engine serving, and is closed on exit."""
+    cfg = _cfg(tiny_model_dir, "model.dtype=bfloat16")
+    with torch.no_grad():  # the trainer has moved away from the weights on disk
+        for param in tiny_lm.parameters():
+            param.add_(0.02 * torch.randn_like(param))
+    settings = EmbeddedEngineConfig(max_seq_len=512, max_batch_size=16)
+    trainer_fp32 = EmbeddedEngine(copy.deepcopy(tiny_lm), None, settings)
+    disk_fp32 = EmbeddedEngine.from_pretrained(tiny_model_dir, config=settings)
+    rollout = cfg.engine.build(cfg.model)
+    assert rollout.runner.dtype == torch.bfloat16
+
+    async def run() -> None:
+        expected = await _greedy(trainer_fp32, PROMPTS)
+        async with evaluation_engine(cfg, rollout, tiny_lm, version=3, threads=1) as twin:
+            assert twin is not rollout and twin.runner.dtype == torch.float32 and twin.weight_version == 3
+            # its prefix cache holds the bf16 engine's bytes: half the tokens in float32
+            assert twin.config.prefix_cache_tokens == rollout.config.prefix_cache_tokens // 2
+            got = await _greedy(twin, PROMPTS)
+        assert twin._closed
+        assert _max_gap(got, expected) < 1e-5  # float32 rounding only (the thread count may differ)
+        disk = await _greedy(disk_fp32, PROMPTS)
+        assert [ids for ids, _ in disk] != [ids for ids, _ in got] or _max_gap(disk, got) > 1e-3
+        served = await _greedy(rollout, PROMPTS[:1])  # the rollout engine serves on after releasing its buffers
+        assert len(served[0][0]) == GREEDY.max_new_tokens
+        await asyncio.gather(trainer_fp32.close(), disk_fp32.close(), rollout.close())
+
+    asyncio.run(run())
+
+
+def test_the_twins_greedy_tokens_do_not_depend_on_the_batch(tiny_model_dir: Path, tiny_lm: torch.nn.Module) -> None:
+    """What eval.precision float32 is for: each prompt decodes to the same tokens alone as beside the others (the
+    evaluation's concurrency decides who shares a step, and tool calls' timing decides it too)."""
+    cfg = _cfg(tiny_model_dir, "model.dtype=bfloat16")
+    rollout = cfg.engine.build(cfg.model)
+
+    async def run() -> None:
+        async with evaluation_engine(cfg, rollout, tiny_lm, version=0) as twin:
+            together = await _greedy(twin, PROMPTS)
+            alone = [(await _greedy(twin, [p]))[0] for p in PROMPTS]
+        assert _max_gap(together, alone) < 1e-5
+        await rollout.close()
+
+    asyncio.run(run())
