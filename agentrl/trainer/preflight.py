@@ -41,6 +41,7 @@ def check_precision(cfg: RunConfig) -> list[str]:
     """What ``model.dtype`` and ``trainer.precision`` resolve to on this machine, and what that costs the update."""
     from agentrl.models.loading import resolve_device, resolve_dtype
     from agentrl.models.precision import describe_bf16
+    from agentrl.trainer.eval_engine import needs_float32_twin
     from agentrl.trainer.update import autocast_bf16
 
     device = resolve_device(cfg.model.device)
@@ -50,6 +51,9 @@ def check_precision(cfg: RunConfig) -> list[str]:
     exact = cfg.engine.samples_like_an_fp32_trainer(cfg.model) and update == "float32"
     if cfg.algorithm.off_policy.proximal == "recompute_stale" and not exact:
         line += "; proximal recompute_stale recomputes every trained row (the engine's logprobs are not the update's)"
+    if cfg.eval.splits and cfg.eval.precision == "float32":
+        where = "a float32 twin of the engine" if needs_float32_twin(cfg) else "the engine (already float32)"
+        line += f"; held-out evaluation in {where} (eval.precision float32)"
     return [line]
 
 

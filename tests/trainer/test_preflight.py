@@ -178,3 +178,21 @@ def test_the_dry_run_says_what_precision_resolves_to_and_what_it_costs(
     [line] = check_precision(_cfg(tiny_model_dir, "algorithm.proximal=recompute_stale", *overrides))
     assert f"engine {engine}, update {update}, master weights float32" in line
     assert ("recomputes every trained row" in line) == recomputes_all
+
+
+@pytest.mark.parametrize(
+    ("overrides", "evaluator"),
+    [
+        (("model.dtype=bfloat16", "eval.precision=float32"), "a float32 twin of the engine"),
+        (("eval.precision=float32",), "the engine (already float32)"),
+        (("model.dtype=bfloat16",), None),  # eval.precision rollout: nothing to say
+    ],
+)
+def test_the_dry_run_says_where_the_held_out_evaluation_decodes(
+    tiny_model_dir: Path, overrides: tuple[str, ...], evaluator: str | None
+) -> None:
+    from agentrl.trainer.preflight import check_precision
+
+    [line] = check_precision(_cfg(tiny_model_dir, "eval.splits=[train]", *overrides))
+    expected = f"held-out evaluation in {evaluator} (eval.precision float32)" if evaluator else None
+    assert (expected in line) if expected else "held-out" not in line
