@@ -17,6 +17,7 @@ from pydantic import Field
 from agentrl.config.base import StrictModel
 from agentrl.config.problems import Problem
 from agentrl.engines.transport import StateDictTransport, WeightTransport
+from agentrl.errors import EngineConfigError
 
 if TYPE_CHECKING:  # the config stays importable without torch; building an engine imports what it needs
     from agentrl.config.sections import ModelConfig
@@ -66,7 +67,10 @@ class EngineConfig(StrictModel):
     def build_float32_twin(self, model: ModelConfig) -> InferenceEngine:
         """An in-process engine with this one's settings that computes in float32 (``eval.precision: float32``);
         the caller copies the trainer's weights into it. Only where ``float32_twin_problem`` is None."""
-        raise NotImplementedError(f"engine {self.kind}: {self.float32_twin_problem()}")
+        raise EngineConfigError(
+            f"eval.precision float32 needs a float32 twin of the engine, but {self.float32_twin_problem()}; set "
+            "eval.precision: rollout"
+        )
 
     async def preflight(self, model: ModelConfig) -> list[str]:
         """``agentrl train --dry-run``: check what the engine needs without loading the model; the lines to

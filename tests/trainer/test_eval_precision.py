@@ -14,7 +14,7 @@ from agentrl.config.loader import load_config
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
-from agentrl.errors import ConfigError
+from agentrl.errors import ConfigError, EngineConfigError
 from agentrl.trainer.eval_engine import evaluation_engine, needs_float32_twin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +32,15 @@ def test_float32_evaluation_is_refused_where_no_twin_can_be_built(tiny_model_dir
         _cfg(tiny_model_dir, "engine.kind=sglang", "engine.max_batch_size=null", "engine.urls=[http://127.0.0.1:30000]")
     message = str(info.value)
     assert "eval.precision" in message and "engine sglang" in message and "eval.precision: rollout" in message
+    server = _cfg(
+        tiny_model_dir,
+        "eval.precision=rollout",
+        "engine.kind=sglang",
+        "engine.max_batch_size=null",
+        "engine.urls=[http://127.0.0.1:30000]",
+    )
+    with pytest.raises(EngineConfigError, match="eval.precision: rollout"):  # a caller that skipped the check
+        server.engine.build_float32_twin(server.model)
     problems = _cfg(tiny_model_dir).cross_field_problems(world_size=2)
     assert [p.key for p in problems] == ["eval.precision"] and "torchrun" in problems[0].fix
 
