@@ -20,6 +20,8 @@ from agentrl.engines.transport import StateDictTransport, WeightTransport
 from agentrl.errors import EngineConfigError
 
 if TYPE_CHECKING:  # the config stays importable without torch; building an engine imports what it needs
+    import torch
+
     from agentrl.config.sections import ModelConfig
     from agentrl.engines.base import InferenceEngine
 
@@ -64,9 +66,9 @@ class EngineConfig(StrictModel):
         """Why ``build_float32_twin`` cannot work for this backend (None: it can)."""
         return f"engine {self.kind} has no in-process float32 twin (it serves from its own process)"
 
-    def build_float32_twin(self, model: ModelConfig) -> InferenceEngine:
-        """An in-process engine with this one's settings that computes in float32 (``eval.precision: float32``);
-        the caller copies the trainer's weights into it. Only where ``float32_twin_problem`` is None."""
+    def build_float32_twin(self, model: ModelConfig, policy: torch.nn.Module) -> InferenceEngine:
+        """An in-process engine with this one's settings that computes in float32 over the trainer's float32 model
+        ``policy`` (``eval.precision: float32``). Only where ``float32_twin_problem`` is None."""
         raise EngineConfigError(
             f"eval.precision float32 needs a float32 twin of the engine, but {self.float32_twin_problem()}; set "
             "eval.precision: rollout"

@@ -3,7 +3,8 @@
 A greedy evaluation in bf16 is not repeatable: which rows share a step changes the rounding of every matmul,
 and bf16's rounding is coarse enough to flip the argmax between near-tied tokens, so one model scored 0.13
 and 0.17 on the same split in two runs (docs/results/memory-and-speed.md). The twin decodes the trainer's
-float32 master weights instead, for the length of one evaluation, while rollouts keep sampling in bf16.
+float32 master weights instead (viewing them, not copying them), for the length of one evaluation, while rollouts
+keep sampling in bf16.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ def needs_float32_twin(cfg: RunConfig) -> bool:
 
 @asynccontextmanager
 async def evaluation_engine(
-    cfg: RunConfig, rollout_engine: Any, policy: torch.nn.Module, *, version: int, threads: int | None = None
+    cfg: RunConfig, rollout_engine: Any, policy: torch.nn.Module, *, threads: int | None = None
 ) -> AsyncIterator[Any]:
     """Yield the engine to evaluate with: ``rollout_engine`` itself, or (``needs_float32_twin``) a float32 twin
-    holding a copy of ``policy``'s weights as ``version``, closed and freed on exit.
+    over ``policy``'s weights, closed and freed on exit (``policy`` must not be updated meanwhile).
 
     The rollout engine's key/value buffers are released first: it is idle while the twin decodes.
     """
@@ -38,11 +39,10 @@ async def evaluation_engine(
     release = getattr(rollout_engine, "release_memory", None)
     if release is not None:
         await release()
-    twin = cfg.engine.build_float32_twin(cfg.model)
+    twin = cfg.engine.build_float32_twin(cfg.model, policy)
     try:
         if threads is not None:
             twin.set_threads(threads)
-        await twin.update_weights(dict(policy.state_dict()), version)
         yield twin
     finally:
         await twin.close()

@@ -203,14 +203,14 @@ async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list
         if await end_step(s, outcome, boundaries):
             break
         if s.dist.is_main and step < total and step % (cfg.eval.every_steps or total + 1) == 0:
-            curve = await evaluate_heldout(s, f"step{step:04d}", version=step)
+            curve = await evaluate_heldout(s, f"step{step:04d}")
             s.reporter.log_extra(step, curve)
     return s.reporter.history
 
 
-async def evaluate_heldout(s: Session, phase: str, *, version: int) -> dict[str, float]:
+async def evaluate_heldout(s: Session, phase: str) -> dict[str, float]:
     """``heldout_eval`` on the engine ``eval.precision`` picks (the rollout engine or its float32 twin)."""
-    async with evaluation_engine(s.cfg, s.engine, s.lm, version=version, threads=s.cores) as engine:
+    async with evaluation_engine(s.cfg, s.engine, s.lm, threads=s.cores) as engine:
         return await heldout_eval(s.cfg, engine, s.tokenizer, s.run_dir, phase)
 
 
@@ -275,7 +275,7 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
                 carried = await session.orchestrator.load()
                 print(f"[train] resumed {run_dir} from checkpoint step {session.start_step}: {carried}", flush=True)
             if dist.is_main and session.start_step == 0:
-                before = await evaluate_heldout(session, "before", version=0)
+                before = await evaluate_heldout(session, "before")
                 if before:
                     session.reporter.log_extra(0, before)
             with signals.graceful():
@@ -284,7 +284,7 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
             # A stop asked during the last step also skips the evaluation after training (--resume runs it).
             stopped = boundaries.stopped_at is not None or signals.requested is not None
             if dist.is_main and cfg.eval.splits and not stopped:
-                after = await evaluate_heldout(session, "after", version=last_step)
+                after = await evaluate_heldout(session, "after")
                 session.reporter.log_extra(last_step, after)
         except BaseException:
             await _close(session, failing=True)

@@ -40,7 +40,7 @@ def test_float32_evaluation_is_refused_where_no_twin_can_be_built(tiny_model_dir
         "engine.urls=[http://127.0.0.1:30000]",
     )
     with pytest.raises(EngineConfigError, match="eval.precision: rollout"):  # a caller that skipped the check
-        server.engine.build_float32_twin(server.model)
+        server.engine.build_float32_twin(server.model, torch.nn.Linear(2, 2))
     problems = _cfg(tiny_model_dir).cross_field_problems(world_size=2)
     assert [p.key for p in problems] == ["eval.precision"] and "torchrun" in problems[0].fix
 
@@ -53,7 +53,7 @@ def test_a_float32_rollout_engine_is_its_own_evaluator(tiny_model_dir: Path, tin
 
     async def run() -> None:
         sentinel = object()
-        async with evaluation_engine(cfg, sentinel, tiny_lm, version=0) as engine:
+        async with evaluation_engine(cfg, sentinel, tiny_lm) as engine:
             assert engine is sentinel
 
     asyncio.run(run())
@@ -70,12 +70,15 @@ def _max_gap(a: list[tuple[list[int], list[float]]], b: list[tuple[list[int], li
 
 
 def test_the_twin_decodes_the_trainers_float32_weights(tiny_model_dir: Path, tiny_lm: torch.nn.Module) -> None:
-    """The twin holds the trainer's current weights (not the model directory's), computes in float32 like an engine
-    built over them, leaves the bf16 rollout engine serving, and is closed on exit."""
+    """The twin decodes the trainer's current weights (not the model directory's) in float32 like an engine built over
+    a copy of them, leaves the trainer's parameters as they were, the bf16 rollout engine serving, and is closed on
+    exit."""
     cfg = _cfg(tiny_model_dir, "model.dtype=bfloat16")
     with torch.no_grad():  # the trainer has moved away from the weights on disk
         for param in tiny_lm.parameters():
             param.add_(0.02 * torch.randn_like(param))
+    tiny_lm.train()  # as the trainer holds it
+    before = {name: (p.data_ptr(), p.detach().clone()) for name, p in tiny_lm.named_parameters()}
     settings = EmbeddedEngineConfig(max_seq_len=512, max_batch_size=16)
     trainer_fp32 = EmbeddedEngine(copy.deepcopy(tiny_lm), None, settings)
     disk_fp32 = EmbeddedEngine.from_pretrained(tiny_model_dir, config=settings)
@@ -84,12 +87,19 @@ def test_the_twin_decodes_the_trainers_float32_weights(tiny_model_dir: Path, tin
 
     async def run() -> None:
         expected = await _greedy(trainer_fp32, PROMPTS)
-        async with evaluation_engine(cfg, rollout, tiny_lm, version=3, threads=1) as twin:
-            assert twin is not rollout and twin.runner.dtype == torch.float32 and twin.weight_version == 3
+        async with evaluation_engine(cfg, rollout, tiny_lm, threads=1) as twin:
+            assert twin is not rollout and twin.runner.dtype == torch.float32
+            # it views the trainer's weights (q/k/v and gate/up fused into buffers of its own), copying no others
+            twin_layer, layer = twin.runner.model.model.layers[0], tiny_lm.model.layers[0]
+            assert twin_layer.mlp.down_proj.weight.data_ptr() == layer.mlp.down_proj.weight.data_ptr()
+            assert twin_layer.self_attn.q_proj.weight.data_ptr() != layer.self_attn.q_proj.weight.data_ptr()
             # its prefix cache holds the bf16 engine's bytes: half the tokens in float32
             assert twin.config.prefix_cache_tokens == rollout.config.prefix_cache_tokens // 2
             got = await _greedy(twin, PROMPTS)
         assert twin._closed
+        after = {name: (p.data_ptr(), p.detach()) for name, p in tiny_lm.named_parameters()}
+        assert all(after[n][0] == ptr and torch.equal(after[n][1], value) for n, (ptr, value) in before.items())
+        assert tiny_lm.training and all(p.requires_grad for p in tiny_lm.parameters())  # the trainer's, untouched
         assert _max_gap(got, expected) < 1e-5  # float32 rounding only (the thread count may differ)
         disk = await _greedy(disk_fp32, PROMPTS)
         assert [ids for ids, _ in disk] != [ids for ids, _ in got] or _max_gap(disk, got) > 1e-3
@@ -107,10 +117,16 @@ def test_the_twins_greedy_tokens_do_not_depend_on_the_batch(tiny_model_dir: Path
     rollout = cfg.engine.build(cfg.model)
 
     async def run() -> None:
-        async with evaluation_engine(cfg, rollout, tiny_lm, version=0) as twin:
+        async with evaluation_engine(cfg, rollout, tiny_lm) as twin:
             together = await _greedy(twin, PROMPTS)
             alone = [(await _greedy(twin, [p]))[0] for p in PROMPTS]
         assert _max_gap(together, alone) < 1e-5
         await rollout.close()
 
     asyncio.run(run())
+
+
+def test_a_twin_refuses_a_policy_that_is_not_float32(tiny_model_dir: Path, tiny_lm: torch.nn.Module) -> None:
+    cfg = _cfg(tiny_model_dir, "model.dtype=bfloat16")
+    with pytest.raises(EngineConfigError, match=r"torch.bfloat16.*load the trainer's model in float32"):
+        cfg.engine.build_float32_twin(cfg.model, tiny_lm.to(torch.bfloat16))

@@ -10,8 +10,11 @@ from pydantic import Field
 
 from agentrl.engines.config import EngineConfig, import_engine_class
 from agentrl.engines.transport import SharedStorageTransport, WeightTransport
+from agentrl.errors import EngineConfigError
 
 if TYPE_CHECKING:
+    import torch
+
     from agentrl.config.sections import ModelConfig
     from agentrl.engines.base import InferenceEngine
 
@@ -81,15 +84,25 @@ class EmbeddedEngineConfig(EngineConfig):
         """None: an embedded engine can always be built again in float32."""
         return None
 
-    def build_float32_twin(self, model: ModelConfig) -> InferenceEngine:
-        """This engine's settings in float32, loading ``model.path``: the float32 defaults for the matmul forms, and
-        a prefix cache of the same bytes as this engine's (the twin runs while this one's caches are freed)."""
+    def build_float32_twin(self, model: ModelConfig, policy: torch.nn.Module) -> InferenceEngine:
+        """An engine with these settings over ``policy``'s own float32 weights: its modules are copied, its
+        parameters are not (the twin views them; its lean forward fuses q/k/v and gate/up into buffers of its own).
+        The matmul forms take their float32 defaults, and the prefix cache holds this engine's bytes (the twin runs
+        while this engine's caches are freed). ``policy`` must not change while the twin runs."""
+        import copy
+
         import torch
+        from transformers import AutoTokenizer
 
         from agentrl.models.loading import resolve_device, resolve_dtype
 
-        device = resolve_device(model.device)
-        served_bytes = resolve_dtype(model.dtype, device).itemsize
+        odd = sorted({str(p.dtype) for p in policy.parameters()} - {"torch.float32"})
+        if odd:
+            raise EngineConfigError(
+                f"eval.precision float32 evaluates the trainer's float32 master weights, but the policy holds {odd} "
+                "parameters; load the trainer's model in float32"
+            )
+        served_bytes = resolve_dtype(model.dtype, resolve_device(model.device)).itemsize
         twin = self.model_copy(
             update={
                 "weight_left_rows": None,
@@ -97,8 +110,11 @@ class EmbeddedEngineConfig(EngineConfig):
                 "prefix_cache_tokens": self.prefix_cache_tokens * served_bytes // 4,
             }
         )
+        # every parameter as a new one on the same storage: the twin re-points its own, never the trainer's
+        views = {id(p): torch.nn.Parameter(p.detach(), requires_grad=False) for p in policy.parameters()}
+        twin_model = copy.deepcopy(policy, views)
         engine_cls = import_engine_class("agentrl.engines.embedded.engine:EmbeddedEngine")
-        return engine_cls.from_pretrained(model.path, config=twin, device=device, dtype=torch.float32)
+        return engine_cls(twin_model, AutoTokenizer.from_pretrained(model.path), twin, model_path=model.path)
 
     def colocated_transport(self, model: ModelConfig) -> WeightTransport | None:
         """``SharedStorageTransport`` when ``share_trainer_weights`` and the engine loads float32 (as the trainer's
