@@ -15,6 +15,7 @@ from agentrl.engines.base import SamplingParams
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.errors import ConfigError, EngineConfigError
+from agentrl.models.loading import set_activation_checkpointing
 from agentrl.trainer.eval_engine import evaluation_engine, needs_float32_twin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +78,8 @@ def test_the_twin_decodes_the_trainers_float32_weights(tiny_model_dir: Path, tin
     with torch.no_grad():  # the trainer has moved away from the weights on disk
         for param in tiny_lm.parameters():
             param.add_(0.02 * torch.randn_like(param))
-    tiny_lm.train()  # as the trainer holds it
+    tiny_lm.train()  # as the trainer holds it, activation checkpointing on
+    set_activation_checkpointing(tiny_lm, True)
     before = {name: (p.data_ptr(), p.detach().clone()) for name, p in tiny_lm.named_parameters()}
     settings = EmbeddedEngineConfig(max_seq_len=512, max_batch_size=16)
     trainer_fp32 = EmbeddedEngine(copy.deepcopy(tiny_lm), None, settings)
@@ -89,6 +91,7 @@ def test_the_twin_decodes_the_trainers_float32_weights(tiny_model_dir: Path, tin
         expected = await _greedy(trainer_fp32, PROMPTS)
         async with evaluation_engine(cfg, rollout, tiny_lm, threads=1) as twin:
             assert twin is not rollout and twin.runner.dtype == torch.float32
+            assert twin.runner.lean is not None, twin.runner.lean_reason  # the trainer's hooks did not come along
             # it views the trainer's weights (q/k/v and gate/up fused into buffers of its own), copying no others
             twin_layer, layer = twin.runner.model.model.layers[0], tiny_lm.model.layers[0]
             assert twin_layer.mlp.down_proj.weight.data_ptr() == layer.mlp.down_proj.weight.data_ptr()

@@ -85,14 +85,13 @@ class EmbeddedEngineConfig(EngineConfig):
         return None
 
     def build_float32_twin(self, model: ModelConfig, policy: torch.nn.Module) -> InferenceEngine:
-        """An engine with these settings over ``policy``'s own float32 weights: its modules are copied, its
-        parameters are not (the twin views them; its lean forward fuses q/k/v and gate/up into buffers of its own).
+        """An engine with these settings over ``policy``'s own float32 weights: ``model.path`` loaded as the rollout
+        engine loads it (no training state such as activation checkpointing's hooks comes along), its parameters
+        then replaced by views of the trainer's (its lean forward fuses q/k/v and gate/up into buffers of its own).
         The matmul forms take their float32 defaults, and the prefix cache holds this engine's bytes (the twin runs
         while this engine's caches are freed). ``policy`` must not change while the twin runs."""
-        import copy
-
         import torch
-        from transformers import AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from agentrl.models.loading import resolve_device, resolve_dtype
 
@@ -102,17 +101,23 @@ class EmbeddedEngineConfig(EngineConfig):
                 f"eval.precision float32 evaluates the trainer's float32 master weights, but the policy holds {odd} "
                 "parameters; load the trainer's model in float32"
             )
-        served_bytes = resolve_dtype(model.dtype, resolve_device(model.device)).itemsize
+        device = resolve_device(model.device)
         twin = self.model_copy(
             update={
                 "weight_left_rows": None,
                 "pack_weights": None,
-                "prefix_cache_tokens": self.prefix_cache_tokens * served_bytes // 4,
+                "prefix_cache_tokens": self.prefix_cache_tokens * resolve_dtype(model.dtype, device).itemsize // 4,
             }
         )
-        # every parameter as a new one on the same storage: the twin re-points its own, never the trainer's
-        views = {id(p): torch.nn.Parameter(p.detach(), requires_grad=False) for p in policy.parameters()}
-        twin_model = copy.deepcopy(policy, views)
+        twin_model = AutoModelForCausalLM.from_pretrained(model.path, dtype=torch.float32).to(device)
+        try:
+            twin_model.load_state_dict(policy.state_dict(), strict=True, assign=True)
+        except RuntimeError as exc:
+            raise EngineConfigError(
+                f"the trainer's model does not match {model.path!r} parameter for parameter ({exc}); eval.precision "
+                "float32 needs the trainer to hold model.path's architecture unwrapped"
+            ) from exc
+        twin_model.requires_grad_(False)
         engine_cls = import_engine_class("agentrl.engines.embedded.engine:EmbeddedEngine")
         return engine_cls(twin_model, AutoTokenizer.from_pretrained(model.path), twin, model_path=model.path)
 
