@@ -34,4 +34,32 @@ if ! ldconfig -p 2>/dev/null | grep -q "libtcmalloc"; then
     echo "[setup] no TCMalloc and not root: agentrl runs on glibc's malloc (more memory); install libtcmalloc-minimal4" >&2
   fi
 fi
+# SGLang's CPU kernels: the embedded engine's bf16 steps run on them (engine.cpu_kernels, auto). PyPI has no CPU
+# build, so the wheel kept in ../shared/sglang-cpu (override: AGENTRL_SGLANG_CPU) is installed where it fits this
+# Python and a CPU with AVX512-BF16 (its code uses it unconditionally); elsewhere the engine runs on torch ops.
+SGL_SRC=${AGENTRL_SGLANG_CPU:-../shared/sglang-cpu}
+if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('sgl_kernel') is None)"; then
+  wheel=$(ls "$SGL_SRC"/sglang_kernel_cpu-*.whl 2>/dev/null | head -n 1 || true)
+  py_tag=$(.venv/bin/python -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  if [ -z "$wheel" ]; then
+    why="no sglang_kernel_cpu-*.whl in $SGL_SRC"
+  elif [[ "$(basename "$wheel")" != *-"$py_tag"-"$py_tag"-linux_x86_64.whl ]]; then
+    why="$(basename "$wheel") does not fit this Python ($py_tag)"
+  elif ! grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw avx512_bf16; then
+    why="this CPU lacks avx512_bf16"
+  else
+    why=""
+  fi
+  if [ -n "$why" ]; then
+    echo "[setup] SGLang's CPU kernels not installed ($why): the embedded engine's bf16 steps run on torch ops" >&2
+  else
+    echo "[setup] installing SGLang's CPU kernels ($(basename "$wheel"))"
+    .venv/bin/pip install -q --no-deps "$wheel"
+    if ! ldconfig -p 2>/dev/null | grep -q 'libnuma\.so\.1' && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+      apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libnuma1 >/dev/null
+    fi
+  fi
+fi
 echo "[setup] python environment ready: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
+.venv/bin/python -c "import torch; from agentrl.engines.embedded.sglang_kernels import kernels_problem as p
+why = p(torch.bfloat16, torch.device('cpu')); print('[setup] bf16 engine kernels:', 'SGLang CPU kernels' if why is None else f'torch ops ({why})')"

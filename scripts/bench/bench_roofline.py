@@ -261,8 +261,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         weight_left = _decode_ratios(engine, "fp32", "fp32_linear")
     packed = None
     if args.compare_packed and "bf16" in dtypes:  # the default bf16 engine against one calling F.linear
-        engine["bf16_unpacked"] = engine_section(model_dir, "bf16", hw, params, arch, args, {"pack_weights": False})
+        unpacked = {"pack_weights": False, "cpu_kernels": "torch"}
+        engine["bf16_unpacked"] = engine_section(model_dir, "bf16", hw, params, arch, args, unpacked)
         packed = _decode_ratios(engine, "bf16", "bf16_unpacked")
+    torch_ops = None
+    if args.compare_kernels and "bf16" in dtypes:  # the default bf16 engine against torch ops (oneDNN packed)
+        engine["bf16_torch_ops"] = engine_section(model_dir, "bf16", hw, params, arch, args, {"cpu_kernels": "torch"})
+        torch_ops = _decode_ratios(engine, "bf16", "bf16_torch_ops")
     trainer: dict[str, Any] = {}
     for name in [] if args.skip_trainer else dtypes:
         trainer.update(trainer_section(model_dir, name, hw, params, args))
@@ -285,6 +290,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "bf16_over_fp32": _bf16_ratios(engine, trainer, args.batches) if "bf16" in dtypes and trainer else None,
         "fp32_default_over_linear": weight_left,
         "bf16_default_over_unpacked": packed,
+        "bf16_default_over_torch_ops": torch_ops,
     }
 
 
@@ -356,7 +362,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--compare-packed",
         action="store_true",
-        help="Also run the bf16 engine with engine.pack_weights=false and report the default's speed-up.",
+        help="Also run the bf16 engine with engine.pack_weights=false (and torch ops) and report the default's "
+        "speed-up.",
+    )
+    parser.add_argument(
+        "--compare-kernels",
+        action="store_true",
+        help="Also run the bf16 engine with engine.cpu_kernels=torch and report the default's speed-up (the default "
+        "runs on SGLang's CPU kernels where they load).",
     )
     parser.add_argument("--repeats", type=int, default=None, help="Timed repeats (best of; default 3, --quick 1).")
     parser.add_argument("--new-tokens", type=int, default=None, help="Decoded tokens per request (default 64).")

@@ -8,7 +8,9 @@ A decode step multiplies ``batch`` rows by every weight matrix of the model. Thr
 - ``weight_left``: ``W @ x.T`` on the stored weight, a single row sent as two identical columns (the lean
   forward's form at a few float32 rows on CPU, ``engine.weight_left_rows``);
 - ``packed`` (bf16 on CPU with oneDNN only): ``F.linear``'s product on a copy of ``W`` in oneDNN's packed
-  layout, made once (the lean forward's bf16 form, ``engine.pack_weights``).
+  layout, made once (the lean forward's bf16 form with torch ops, ``engine.pack_weights``);
+- ``sglang`` (bf16 where SGLang's CPU kernels load): their matmul over a VNNI-packed copy of ``W`` (the lean
+  forward's bf16 form by default, ``engine.cpu_kernels``).
 
 At decode's few rows their rates differ severalfold and the ranking differs between CPUs, so each form is timed
 here, side by side, as a step would run it: over every layer's own matrices, so the weights stream from memory
@@ -25,13 +27,18 @@ import torch.nn.functional as F
 
 from agentrl.engines.embedded.lean_forward import project_rows
 from agentrl.engines.embedded.packed_weights import linear_packed, packing_problem
+from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem
 
 FORMS = ("linear", "in_out", "weight_left")
 
 
 def forms_for(dtype: torch.dtype) -> tuple[str, ...]:
-    """The forms an engine of ``dtype`` can use on this CPU: ``FORMS``, and ``packed`` where packing works."""
-    return (*FORMS, "packed") if packing_problem(dtype, torch.device("cpu")) is None else FORMS
+    """The forms an engine of ``dtype`` can use on this CPU: ``FORMS``, ``packed`` where packing works, ``sglang``
+    where SGLang's kernels run."""
+    cpu = torch.device("cpu")
+    packed = ("packed",) if packing_problem(dtype, cpu) is None else ()
+    sglang = ("sglang",) if kernels_problem(dtype, cpu) is None else ()
+    return (*FORMS, *packed, *sglang)
 
 
 def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
@@ -63,6 +70,10 @@ def _products(form: str, x: torch.Tensor, weight: torch.Tensor) -> Any:
     if form == "packed":
         packed = torch.ops.mkldnn._reorder_linear_weight(weight)
         return lambda: linear_packed(x, packed, None)
+    if form == "sglang":
+        kernels = SglangCpuKernels()
+        vnni = kernels.pack(weight)
+        return lambda: kernels.linear(x, vnni, None)
     return lambda: weight_left(x, weight)
 
 

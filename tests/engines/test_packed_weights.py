@@ -24,7 +24,7 @@ def _bf16(kind: str) -> torch.nn.Module:
 
 
 def _runner(model: torch.nn.Module, pack: bool) -> ModelRunner:
-    runner = ModelRunner(model, max_seq_len=256, pack_weights=pack)
+    runner = ModelRunner(model, max_seq_len=256, pack_weights=pack, cpu_kernels="torch")
     assert runner.lean is not None and runner.lean.pack_weights is pack
     return runner
 

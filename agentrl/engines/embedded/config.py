@@ -22,6 +22,10 @@ _GIB = 1024**3
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
+# where the lean forward's bf16 CPU operations come from (``agentrl/engines/embedded/sglang_kernels.py``)
+CpuKernels = Literal["auto", "torch", "sglang"]
+
+
 class EmbeddedEngineConfig(EngineConfig):
     """The embedded engine: continuous batching, a prefix cache and a lean forward, in this process."""
 
@@ -60,6 +64,13 @@ class EmbeddedEngineConfig(EngineConfig):
         "weight version (F.linear re-lays the weight out on every call): the same numbers, bit for bit, 1.2-2.2x "
         "faster per matmul on the CPU measured, for one more copy of the weights in memory. None: on where a probe "
         "shows it works (bf16 on CPU with oneDNN); true: required (an error names why it cannot); false: off.",
+    )
+    cpu_kernels: CpuKernels = Field(
+        "auto",
+        description="bf16 on CPU: run the lean forward on SGLang's own CPU kernels (the sglang-kernel-cpu wheel: a "
+        "VNNI-packed matmul, fused residual-add + RMSNorm, SiLU-and-mul, decode attention over the slot cache). "
+        "auto: where the wheel is installed, the CPU has AVX512-BF16 and a probe matches torch; sglang: required "
+        "(an error names why it cannot run); torch: never (then pack_weights applies).",
     )
 
     share_trainer_weights: bool = Field(
@@ -106,6 +117,7 @@ class EmbeddedEngineConfig(EngineConfig):
             update={
                 "weight_left_rows": None,
                 "pack_weights": None,
+                "cpu_kernels": "auto",
                 "prefix_cache_tokens": self.prefix_cache_tokens * resolve_dtype(model.dtype, device).itemsize // 4,
             }
         )

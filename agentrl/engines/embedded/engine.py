@@ -62,6 +62,7 @@ class EmbeddedEngine:
             max_rows=self.config.max_batch_size,
             weight_left_rows=self.config.weight_left_rows,
             pack_weights=self.config.pack_weights,
+            cpu_kernels=self.config.cpu_kernels,
         )
         self.scheduler = Scheduler(
             self.runner,

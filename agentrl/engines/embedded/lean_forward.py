@@ -12,7 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from agentrl.engines.embedded.kv_cache import SlotKVCache, StepLayout
-from agentrl.engines.embedded.packed_weights import PackedWeight, linear_packed
+from agentrl.engines.embedded.layer_weights import LayerWeights, hf_rms_norm
+from agentrl.engines.embedded.packed_weights import PackedWeight, linear_packed, pack_onednn
+from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, decode_token_table
 from agentrl.errors import EngineError
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
@@ -51,6 +53,21 @@ def lean_support(model: torch.nn.Module) -> str | None:
     return None
 
 
+def projection_shapes(model: torch.nn.Module) -> set[tuple[int, int]]:
+    """``(out, in)`` of every matrix ``LeanForward`` multiplies by: fused q/k/v, o, fused gate/up, down, the head."""
+    shapes = {tuple(model.lm_head.weight.shape)}
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        for group in (
+            (attn.q_proj, attn.k_proj, attn.v_proj),
+            (attn.o_proj,),
+            (mlp.gate_proj, mlp.up_proj),
+            (mlp.down_proj,),
+        ):
+            shapes.add((sum(m.weight.shape[0] for m in group), group[0].weight.shape[1]))
+    return shapes
+
+
 # float32 steps of at most this many token rows multiply weight-left on CPU: measured 1.1-2.3x faster engine decode
 # at batch 1-8 on a 2-core AVX-512 EPYC, slower from about 12 rows (docs/results/memory-and-speed.md)
 _CPU_FP32_WEIGHT_LEFT_ROWS = 8
@@ -65,12 +82,19 @@ def default_weight_left_rows(dtype: torch.dtype, device: torch.device) -> int:
 class LeanForward:
     """Mixed prefill/decode steps for a supported HF model over a ``SlotKVCache`` (``step``).
 
-    Tokens run flat (``[tokens, hidden]``) with the residual adds fused into the output matmuls: at
-    small batch every op's dispatch cost is what a step costs, so a decode step is ~20 ops a layer.
+    Tokens run flat (``[tokens, hidden]``): at small batch every op's dispatch cost is what a step costs. With
+    torch ops the residual adds are fused into the output matmuls (~20 ops a layer); with SGLang's CPU kernels
+    (``kernels``, bf16 on CPU) each residual add is fused into the next RMSNorm and a layer is ~12 ops.
     """
 
     def __init__(
-        self, model: torch.nn.Module, *, max_seq_len: int, weight_left_rows: int = 0, pack_weights: bool = False
+        self,
+        model: torch.nn.Module,
+        *,
+        max_seq_len: int,
+        weight_left_rows: int = 0,
+        pack_weights: bool = False,
+        kernels: SglangCpuKernels | None = None,
     ) -> None:
         reason = lean_support(model)
         if reason is not None:
@@ -78,8 +102,10 @@ class LeanForward:
         self.model = model
         # steps of at most this many token rows multiply weight-left (``project_rows``)
         self.weight_left_rows = weight_left_rows
-        # bf16 on CPU: projections through oneDNN's packed copies (packed_weights.py; the caller checked support)
-        self.pack_weights = pack_weights
+        # bf16 on CPU: SGLang's kernels (sglang_kernels.py), else projections through oneDNN's packed copies
+        # (packed_weights.py); the caller checked support
+        self.kernels = kernels
+        self.pack_weights = pack_weights and kernels is None
         attn = model.model.layers[0].self_attn
         self.head_dim = int(attn.head_dim)
         self.heads = int(model.config.num_attention_heads)
@@ -88,10 +114,11 @@ class LeanForward:
         self.scaling = float(attn.scaling)
         self.qk_norm = hasattr(attn, "q_norm")
         self._cos, self._sin_signed = self._rope_tables(max_seq_len)
-        self._layers = [_LayerWeights(layer, self.heads, self.kv_heads, pack_weights) for layer in model.model.layers]
+        pack = kernels.pack if kernels is not None else (pack_onednn if self.pack_weights else None)
+        self._layers = [LayerWeights(layer, self.heads, self.kv_heads, pack) for layer in model.model.layers]
         self._capture_model_tensors()
         self._head_packed = (
-            PackedWeight(lambda: self._head_weight, lambda: (self.model.lm_head.weight,)) if pack_weights else None
+            PackedWeight(lambda: self._head_weight, lambda: (self.model.lm_head.weight,), pack) if pack else None
         )
 
     def _capture_model_tensors(self) -> None:
@@ -141,148 +168,106 @@ class LeanForward:
         """
         if layout.new_rows:
             self.refresh()  # rows join rarely: the cheap moment to follow re-pointed parameters
-        t = ids.shape[0]
-        r, k = layout.decode_rows, layout.new_rows
-        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
-        qk_heads = heads + kv_heads
-        cos_t1d = self._cos.index_select(0, layout.positions).view(t, 1, dim)
-        sin_t1d = self._sin_signed.index_select(0, layout.positions).view(t, 1, dim)
+        t, dim = ids.shape[0], self.head_dim
+        rope = (
+            self._cos.index_select(0, layout.positions).view(t, 1, dim),
+            self._sin_signed.index_select(0, layout.positions).view(t, 1, dim),
+        )
         x_td = F.embedding(ids, self._embed)
+        if self.kernels is not None:
+            return self._kernel_layers(x_td, layout, cache, rope)
         left = t <= self.weight_left_rows
         for i, lw in enumerate(self._layers):
-            qkv_thd = _project(
-                _rms(x_td, lw.in_norm, lw.in_eps), lw.qkv_weight, lw.qkv_bias, lw.qkv_packed, left=left
-            ).view(t, qk_heads + kv_heads, dim)
-            qk_thd = qkv_thd[:, :qk_heads]
-            if self.qk_norm:
-                qk_thd = lw.norm_qk_heads(qk_thd)
-            qk_thd = torch.addcmul(qk_thd * cos_t1d, qk_thd.roll(dim // 2, dims=-1), sin_t1d)
-            decode_kv, new_kv = cache.write_step(i, layout, qk_thd[:, heads:], qkv_thd[:, qk_heads:])
-            out_td = decode_out = None
-            if r:  # fold each KV head's query group into the query axis, so no K/V repeat is needed
-                q = (qk_thd if not k else qk_thd[:r])[:, :heads].view(r, kv_heads, self.groups, dim)
-                out_td = decode_out = F.scaled_dot_product_attention(
-                    q, *decode_kv, attn_mask=layout.decode_mask, scale=self.scaling
-                ).view(r, heads * dim)
-            if k:
-                padded = qk_thd.new_zeros(k * layout.new_max, heads, dim).index_copy_(
-                    0, layout.pad_index, qk_thd[r:, :heads]
-                )
-                q = padded.view(k, layout.new_max, heads, dim).transpose(1, 2)
-                out = F.scaled_dot_product_attention(
-                    q, *new_kv, attn_mask=layout.new_mask, scale=self.scaling, enable_gqa=self.groups > 1
-                )
-                out_td = out.transpose(1, 2).reshape(k * layout.new_max, heads * dim).index_select(0, layout.pad_index)
-                if decode_out is not None:
-                    out_td = torch.cat((decode_out, out_td))
+            h_td = hf_rms_norm(x_td, lw.in_norm, lw.in_eps)
+            qkv_thd = _project(h_td, lw.qkv_weight, lw.qkv_bias, lw.qkv_packed, left=left)
+            out_td = self._attention(i, lw, qkv_thd, layout, cache, rope, None)
             x_td = _project(out_td, lw.o_weight, lw.o_bias, lw.o_packed, x_td, left=left)
-            gate_up = _project(
-                _rms(x_td, lw.post_norm, lw.post_eps), lw.gate_up_weight, lw.gate_up_bias, lw.gate_up_packed, left=left
-            )
+            h_td = hf_rms_norm(x_td, lw.post_norm, lw.post_eps)
+            gate_up = _project(h_td, lw.gate_up_weight, lw.gate_up_bias, lw.gate_up_packed, left=left)
             gate, up = gate_up.split(lw.intermediate, dim=-1)
             x_td = _project(lw.act(gate) * up, lw.down_weight, lw.down_bias, lw.down_packed, x_td, left=left)
-        last_nd = x_td if k == 0 else x_td.index_select(0, layout.logit_index)
-        head_in = _rms(last_nd, self._final_norm, self._final_eps)
-        return _project(
-            head_in,
-            self._head_weight,
-            self._head_bias,
-            self._head_packed,
-            left=last_nd.shape[0] <= self.weight_left_rows,
-        )
+        last_nd = x_td if not layout.new_rows else x_td.index_select(0, layout.logit_index)
+        head_in = hf_rms_norm(last_nd, self._final_norm, self._final_eps)
+        left = last_nd.shape[0] <= self.weight_left_rows
+        return _project(head_in, self._head_weight, self._head_bias, self._head_packed, left=left)
 
+    def _kernel_layers(
+        self, x_td: torch.Tensor, layout: StepLayout, cache: SlotKVCache, rope: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
+        """The step's layers and head on SGLang's kernels: ``x_td`` holds the residual stream, updated in place by
+        each fused residual-add + RMSNorm, whose normalised output feeds the next projection."""
+        kernels = self.kernels
+        table = self._decode_table(layout, cache)
+        layers = self._layers
+        h_td = kernels.rms_norm(x_td, layers[0].in_norm, layers[0].in_eps)
+        for i, lw in enumerate(layers):
+            qkv_thd = kernels.linear(h_td, lw.qkv_packed.get(), lw.qkv_bias)
+            out_td = self._attention(i, lw, qkv_thd, layout, cache, rope, table)
+            h_td = kernels.linear(out_td, lw.o_packed.get(), lw.o_bias)
+            kernels.add_rms_norm(h_td, x_td, lw.post_norm, lw.post_eps)
+            gate_up = kernels.linear(h_td, lw.gate_up_packed.get(), lw.gate_up_bias)
+            h_td = kernels.linear(kernels.silu_and_mul(gate_up), lw.down_packed.get(), lw.down_bias)
+            last = i + 1 == len(layers)
+            norm, eps = (self._final_norm, self._final_eps) if last else (layers[i + 1].in_norm, layers[i + 1].in_eps)
+            kernels.add_rms_norm(h_td, x_td, norm, eps)
+        head_in = h_td if not layout.new_rows else h_td.index_select(0, layout.logit_index)
+        return kernels.linear(head_in, self._head_packed.get(), self._head_bias)
 
-class _LayerWeights:
-    """One decoder layer's tensors, read once instead of through module attributes every step.
+    def _decode_table(self, layout: StepLayout, cache: SlotKVCache) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The kernel decode attention's token table and lengths for this step (None: SDPA attends the decode rows,
+        which is faster for a single row on the CPU measured)."""
+        r = layout.decode_rows
+        if self.kernels is None or r < 2:
+            return None
+        write_col = cache.end - 1 + layout.advance
+        positions = layout.positions if not layout.new_rows else layout.positions[:r]
+        return decode_token_table(positions, write_col, write_col + 1 - layout.decode_lo, self.kv_heads, cache.cols_cap)
 
-    q/k/v (and gate/up) become row slices of one buffer: the HF model's parameters become views into
-    it (same values, same memory), so one matmul serves the group and in-place updates of any
-    parameter land in the buffer. ``refresh`` re-fuses when a parameter was re-pointed.
-    """
-
-    def __init__(self, layer: torch.nn.Module, heads: int, kv_heads: int, pack_weights: bool = False) -> None:
-        self._layer = layer
-        self._heads, self._kv_heads = heads, kv_heads
-        attn, mlp = layer.self_attn, layer.mlp
-        self._qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
-        self._gate_up = [mlp.gate_proj, mlp.up_proj]
-        self.intermediate = int(mlp.gate_proj.weight.shape[0])
-        # SiLU (every supported family's default) as a function: a module call costs more than the op
-        self.act = (
-            F.silu
-            if type(mlp.act_fn).__name__ == "SiLUActivation" or isinstance(mlp.act_fn, torch.nn.SiLU)
-            else mlp.act_fn
-        )
-        self._ptrs: tuple[int, ...] = ()
-        self._qk_weight_key: tuple[int, ...] = ()
-        self.refresh()
-        attn_o, mlp_down = layer.self_attn.o_proj, layer.mlp.down_proj
-        self.qkv_packed = self.o_packed = self.gate_up_packed = self.down_packed = None
-        if pack_weights:  # each packed copy follows its parameters' versions (fused ones: all of theirs)
-            self.qkv_packed = PackedWeight(lambda: self.qkv_weight, lambda: [m.weight for m in self._qkv])
-            self.o_packed = PackedWeight(lambda: self.o_weight, lambda: (attn_o.weight,))
-            self.gate_up_packed = PackedWeight(lambda: self.gate_up_weight, lambda: [m.weight for m in self._gate_up])
-            self.down_packed = PackedWeight(lambda: self.down_weight, lambda: (mlp_down.weight,))
-
-    @property
-    def packed(self) -> list[PackedWeight]:
-        """This layer's packed weight copies (none without packing)."""
-        copies = (self.qkv_packed, self.o_packed, self.gate_up_packed, self.down_packed)
-        return [p for p in copies if p is not None]
-
-    def _current_ptrs(self) -> tuple[int, ...]:
-        modules = (*self._qkv, *self._gate_up)
-        return tuple(m.weight.data_ptr() for m in modules) + tuple(
-            m.bias.data_ptr() for m in modules if m.bias is not None
-        )
-
-    def refresh(self) -> None:
-        """Re-fuse if any parameter no longer points into this layer's buffers; re-read the others."""
-        if self._current_ptrs() != self._ptrs:
-            with torch.inference_mode(False), torch.no_grad():  # parameters must stay normal tensors
-                self.qkv_weight, self.qkv_bias = _fuse_rows(self._qkv)
-                self.gate_up_weight, self.gate_up_bias = _fuse_rows(self._gate_up)
-            self._ptrs = self._current_ptrs()
-        layer = self._layer
-        attn, mlp = layer.self_attn, layer.mlp
-        self.in_norm, self.in_eps = layer.input_layernorm.weight, float(layer.input_layernorm.variance_epsilon)
-        self.post_norm, self.post_eps = (
-            layer.post_attention_layernorm.weight,
-            float(layer.post_attention_layernorm.variance_epsilon),
-        )
-        self.o_weight, self.o_bias = attn.o_proj.weight, attn.o_proj.bias
-        self.down_weight, self.down_bias = mlp.down_proj.weight, mlp.down_proj.bias
-        self._q_norm, self._k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
-        self._qk_weight_key = ()
-
-    def norm_qk_heads(self, qk_heads: torch.Tensor) -> torch.Tensor:
-        """Per-head RMSNorm of q heads ``[..., :heads, :]`` and k heads ``[..., heads:, :]``.
-
-        Each group of heads has its own weight.
-        """
-        q_norm, k_norm = self._q_norm, self._k_norm
-        if qk_heads.dtype != torch.float32 or q_norm.variance_epsilon != k_norm.variance_epsilon:
-            heads = self._heads
-            return torch.cat(
-                (
-                    _rms(qk_heads[..., :heads, :], q_norm.weight, q_norm.variance_epsilon),
-                    _rms(qk_heads[..., heads:, :], k_norm.weight, k_norm.variance_epsilon),
-                ),
-                dim=-2,
+    def _attention(
+        self,
+        i: int,
+        lw: LayerWeights,
+        qkv_thd: torch.Tensor,
+        layout: StepLayout,
+        cache: SlotKVCache,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        table: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> torch.Tensor:
+        """Rotate q/k, store k/v in the cache and attend: decode rows against their cache window (on the kernel
+        when ``table`` is given), new rows through a padded view against theirs. Returns ``[tokens, heads * dim]``."""
+        t, heads, kv_heads, dim = qkv_thd.shape[0], self.heads, self.kv_heads, self.head_dim
+        qk_heads = heads + kv_heads
+        qkv_thd = qkv_thd.view(t, qk_heads + kv_heads, dim)
+        qk_thd = qkv_thd[:, :qk_heads]
+        if self.qk_norm:
+            qk_thd = lw.norm_qk_heads(qk_thd)
+        cos_t1d, sin_t1d = rope
+        qk_thd = torch.addcmul(qk_thd * cos_t1d, qk_thd.roll(dim // 2, dims=-1), sin_t1d)
+        decode_kv, new_kv = cache.write_step(i, layout, qk_thd[:, heads:], qkv_thd[:, qk_heads:])
+        r, k = layout.decode_rows, layout.new_rows
+        out_td = decode_out = None
+        if r and table is not None:
+            q_rhd = (qk_thd if not k else qk_thd[:r])[:, :heads]
+            keys, values = cache.keys[i], cache.values[i]
+            out = self.kernels.decode_attention(q_rhd, keys, values, *table, self.scaling)
+            out_td = decode_out = out.view(r, heads * dim)
+        elif r:  # fold each KV head's query group into the query axis, so no K/V repeat is needed
+            q = (qk_thd if not k else qk_thd[:r])[:, :heads].view(r, kv_heads, self.groups, dim)
+            out_td = decode_out = F.scaled_dot_product_attention(
+                q, *decode_kv, attn_mask=layout.decode_mask, scale=self.scaling
+            ).view(r, heads * dim)
+        if k:
+            padded = qk_thd.new_zeros(k * layout.new_max, heads, dim).index_copy_(
+                0, layout.pad_index, qk_thd[r:, :heads]
             )
-        return F.rms_norm(qk_heads, (qk_heads.shape[-1],), None, q_norm.variance_epsilon) * self._qk_weight()
-
-    def _qk_weight(self) -> torch.Tensor:
-        """q_norm's weight repeated per q head, then k_norm's per k head; rebuilt after any in-place change."""
-        q_w, k_w = self._q_norm.weight, self._k_norm.weight
-        key = (q_w.data_ptr(), q_w._version, k_w.data_ptr(), k_w._version)
-        if key != self._qk_weight_key:
-            dim = q_w.shape[0]
-            self._qk_weight_hd = torch.cat(
-                (q_w.detach().expand(self._heads, dim), k_w.detach().expand(self._kv_heads, dim))
+            q = padded.view(k, layout.new_max, heads, dim).transpose(1, 2)
+            out = F.scaled_dot_product_attention(
+                q, *new_kv, attn_mask=layout.new_mask, scale=self.scaling, enable_gqa=self.groups > 1
             )
-            self._qk_weight_key = key
-        return self._qk_weight_hd
+            out_td = out.transpose(1, 2).reshape(k * layout.new_max, heads * dim).index_select(0, layout.pad_index)
+            if decode_out is not None:
+                out_td = torch.cat((decode_out, out_td))
+        return out_td
 
 
 def _project(
@@ -335,31 +320,3 @@ def project_rows(
     else:
         out_ot = torch.mm(weight, x_td.t())
     return out_ot[:, :rows].t().contiguous()
-
-
-def _fuse_rows(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Concatenate the linears' weights (and biases) by rows and re-point each parameter at its slice."""
-    weight = torch.cat([m.weight for m in linears], dim=0)
-    has_bias = [m.bias is not None for m in linears]
-    bias = (
-        torch.cat([m.bias if m.bias is not None else m.weight.new_zeros(m.weight.shape[0]) for m in linears])
-        if any(has_bias)
-        else None
-    )
-    start = 0
-    for m in linears:
-        rows = m.weight.shape[0]
-        m.weight.data = weight[start : start + rows]
-        if m.bias is not None:
-            m.bias.data = bias[start : start + rows]
-        start += rows
-    return weight, bias
-
-
-def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """HF's RMSNorm: fused in float32; half precisions upcast like HF (normalise in fp32, then scale)."""
-    if x.dtype == torch.float32:
-        return F.rms_norm(x, (x.shape[-1],), weight, eps)
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(x.dtype)

@@ -60,16 +60,27 @@ def linear_packed(
     return residual_td + ops._linear_pointwise(x_td, packed, bias, "none", [None], "")
 
 
+def pack_onednn(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` in oneDNN's packed layout, what ``linear_packed`` reads."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight)
+
+
 class PackedWeight:
     """One weight's packed copy, rebuilt when any source parameter was re-pointed or changed in place.
 
     ``weight`` returns the tensor to pack (e.g. a fused q/k/v buffer); ``sources`` the parameters whose
     version counters move when it changes (the fused buffer's own counter does not: the parameters view it
-    through ``.data``).
+    through ``.data``); ``pack`` makes the copy (default: oneDNN's layout, ``pack_onednn``).
     """
 
-    def __init__(self, weight: Callable[[], torch.Tensor], sources: Callable[[], Sequence[torch.Tensor]]) -> None:
+    def __init__(
+        self,
+        weight: Callable[[], torch.Tensor],
+        sources: Callable[[], Sequence[torch.Tensor]],
+        pack: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> None:
         self._weight, self._sources = weight, sources
+        self._pack = pack_onednn if pack is None else pack
         self._key: tuple[int, ...] = ()
         self._packed: torch.Tensor | None = None
 
@@ -77,7 +88,7 @@ class PackedWeight:
         """The packed weight of the current values."""
         key = tuple(v for t in self._sources() for v in (t.data_ptr(), t._version))
         if self._packed is None or key != self._key:
-            self._packed = torch.ops.mkldnn._reorder_linear_weight(self._weight().detach())
+            self._packed = self._pack(self._weight().detach())
             self._key = key
         return self._packed
 

@@ -12,9 +12,16 @@ import inspect
 
 import torch
 
+from agentrl.engines.embedded.config import CpuKernels
 from agentrl.engines.embedded.kv_cache import PrefixKV, SlotKVCache
-from agentrl.engines.embedded.lean_forward import LeanForward, default_weight_left_rows, lean_support
+from agentrl.engines.embedded.lean_forward import (
+    LeanForward,
+    default_weight_left_rows,
+    lean_support,
+    projection_shapes,
+)
 from agentrl.engines.embedded.packed_weights import packing_problem
+from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem, shapes_problem
 from agentrl.errors import EngineConfigError
 
 
@@ -23,6 +30,8 @@ class ModelRunner:
 
     Llama / Qwen2 / Qwen3 models run through ``LeanForward`` (same logits, far less Python per step);
     anything else, or ``lean=False``, runs the model's own HF forward. ``lean_reason`` says why not.
+    ``cpu_kernels``: the lean forward runs on SGLang's CPU kernels where they load (auto), always (sglang: an
+    error names why they cannot) or never (torch); ``kernels_problem`` says why they are not used.
     """
 
     def __init__(
@@ -34,6 +43,7 @@ class ModelRunner:
         max_rows: int | None = None,
         weight_left_rows: int | None = None,
         pack_weights: bool | None = None,
+        cpu_kernels: CpuKernels = "auto",
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -52,12 +62,18 @@ class ModelRunner:
             raise EngineConfigError(
                 f"pack_weights is on but {self.pack_problem}; set engine.pack_weights to null (auto) or false"
             )
+        self.kernels_problem = self._kernels_problem(cpu_kernels)
+        if cpu_kernels == "sglang" and self.kernels_problem is not None:
+            raise EngineConfigError(
+                f"engine.cpu_kernels is sglang but {self.kernels_problem}; set engine.cpu_kernels to auto or torch"
+            )
         self.lean = (
             LeanForward(
                 model,
                 max_seq_len=max_seq_len,
                 weight_left_rows=weight_left_rows,
                 pack_weights=self.pack_problem is None if pack_weights is None else pack_weights,
+                kernels=SglangCpuKernels() if self.kernels_problem is None else None,
             )
             if self.lean_reason is None
             else None
@@ -65,6 +81,14 @@ class ModelRunner:
         # torch threads for the next steps, settable from any thread; None keeps the engine thread's own. The
         # setting is per thread once a thread has used torch, so it is applied here, in the engine's thread.
         self.threads: int | None = None
+
+    def _kernels_problem(self, cpu_kernels: CpuKernels) -> str | None:
+        """Why the lean forward does not run on SGLang's CPU kernels (None: it does)."""
+        if cpu_kernels == "torch":
+            return "engine.cpu_kernels is torch"
+        if self.lean_reason is not None:
+            return f"the lean forward is not used ({self.lean_reason})"
+        return kernels_problem(self.dtype, self.device) or shapes_problem(projection_shapes(self.model))
 
     @property
     def num_rows(self) -> int:

@@ -1,0 +1,217 @@
+"""SGLang's own CPU kernels (the ``sgl_kernel`` package's CPU build) for the embedded engine's bf16 steps.
+
+SGLang's CPU backend runs Llama-family models on fused kernels written for AVX-512 with bf16: a matmul over a
+VNNI-packed weight, RMSNorm and residual-add + RMSNorm in one pass, SiLU-and-mul, and a decode attention that
+reads each row's keys and values through a token table. On a 2-core AVX512-BF16 EPYC (SmolLM2-135M's shapes,
+bf16) one RMSNorm row took 1.8 µs against 12.6 µs as torch ops, a residual add + norm 1.4 µs against 13.7, and
+decode attention over 24 rows x 96 cached tokens 58 µs against 180 µs in PyTorch's SDPA
+(docs/results/memory-and-speed.md). The lean forward uses them when they load here (``kernels_problem``).
+
+The package is not on PyPI for CPU: ``scripts/setup.sh`` installs the wheel kept beside the repository
+(``../shared/sglang-cpu``) where it fits. Only its compiled op library is loaded (``torch.ops.sgl_kernel``);
+the package's Python ``__init__`` imports GPU-side modules this process does not need.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+# the kernels use these instructions unconditionally: loading the library elsewhere dies with SIGILL
+REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+def _library_path() -> Path | None:
+    """The ``sgl_kernel`` package's compiled op library, found without running the package's ``__init__``."""
+    spec = importlib.util.find_spec("sgl_kernel")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        found = sorted(Path(folder).glob("common_ops*.so"))
+        if found:
+            return found[0]
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> str | None:
+    """Load the op library once per process; None when loaded, else why not."""
+    missing = [f for f in REQUIRED_CPU_FLAGS if f not in _cpu_flags()]
+    if missing:
+        return f"this CPU lacks {', '.join(missing)}, which SGLang's CPU kernels need"
+    if hasattr(torch.ops.sgl_kernel, "decode_attention_cpu"):
+        return None  # loaded already (e.g. by the sgl_kernel package itself)
+    path = _library_path()
+    if path is None:
+        return (
+            "SGLang's CPU kernel package (sgl_kernel, the sglang-kernel-cpu wheel) is not installed in this "
+            "environment; scripts/setup.sh installs it from ../shared/sglang-cpu where that folder holds the wheel"
+        )
+    try:
+        torch.ops.load_library(str(path))
+    except (OSError, RuntimeError) as exc:  # e.g. built against another torch: undefined symbols
+        return f"SGLang's CPU kernel library {path} does not load with torch {torch.__version__}: {exc}"
+    return None
+
+
+def kernels_problem(dtype: torch.dtype, device: torch.device) -> str | None:
+    """Why the lean forward cannot run on SGLang's CPU kernels here (None when it can: a probe matched torch)."""
+    if device.type != "cpu":
+        return f"SGLang's CPU kernels are for CPU tensors, the model is on {device.type}"
+    if dtype != torch.bfloat16:
+        return f"SGLang's CPU kernels are used for bfloat16 models, the model is {dtype}"
+    problem = _load()
+    return problem if problem is not None else _probe()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> str | None:
+    """Each kernel against its torch form on small random inputs (bf16 rounding apart)."""
+    generator = torch.Generator().manual_seed(0)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator).to(torch.bfloat16)
+
+    kernels = SglangCpuKernels()
+    x, weight, bias, norm, gate_up = rand(3, 64), rand(48, 64), rand(48), 1 + 0.1 * rand(64), rand(3, 32)
+    checks = {
+        "weight_packed_linear": (kernels.linear(x, kernels.pack(weight), bias), F.linear(x, weight, bias)),
+        "rmsnorm_cpu": (kernels.rms_norm(x, norm, 1e-6), _torch_rms(x, norm, 1e-6)),
+        "silu_and_mul_cpu": (kernels.silu_and_mul(gate_up), F.silu(gate_up[:, :16]) * gate_up[:, 16:]),
+    }
+    keys, values, q = rand(2, 1, 8, 16), rand(2, 1, 8, 16), rand(2, 2, 16)
+    positions = torch.tensor([5, 3])  # row 0 holds columns 1-6, row 1 columns 3-6
+    table, seq_lens = decode_token_table(positions, 6, 6, 1, 8)
+    want = [
+        F.scaled_dot_product_attention(q[r, :, None], keys[r, :, 6 - p : 7], values[r, :, 6 - p : 7], scale=0.25)
+        for r, p in enumerate(positions.tolist())
+    ]
+    got = kernels.decode_attention(q, keys, values, table, seq_lens, 0.25)
+    checks["decode_attention_cpu"] = (got, torch.stack(want)[:, :, 0])
+    for name, (got, want) in checks.items():
+        if not torch.allclose(got.float(), want.float(), rtol=2e-2, atol=2e-2):
+            return f"SGLang's {name} differed from its torch form on a probe (max {(got - want).abs().max():.3g})"
+    return None
+
+
+def shapes_problem(shapes: Iterable[tuple[int, int]]) -> str | None:
+    """None when the packed matmul takes every ``(out, in)`` weight shape (found by packing a zero weight of each:
+    the kernel's own check; e.g. out features a multiple of 16, in features of 32), else the first it refuses."""
+    for shape in sorted(set(shapes)):
+        problem = _shape_problem(shape)
+        if problem is not None:
+            return problem
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_problem(shape: tuple[int, int]) -> str | None:
+    try:
+        torch.ops.sgl_kernel.convert_weight_packed(torch.zeros(shape, dtype=torch.bfloat16))
+    except RuntimeError as exc:
+        return f"SGLang's packed matmul refuses a {shape[0]} x {shape[1]} projection ({exc})"
+    return None
+
+
+def _torch_rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    h = x.float()
+    return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+class SglangCpuKernels:
+    """The lean forward's bf16 CPU operations on SGLang's kernels (construct after ``kernels_problem`` is None).
+
+    Every method is one kernel call; ``decode_attention`` attends the decode rows over the slot cache's own
+    buffers, viewed as the token pool the kernel expects (no copy).
+    """
+
+    def __init__(self) -> None:
+        self._ops = torch.ops.sgl_kernel
+        self._attn_logits = torch.empty(0, dtype=torch.float32)
+
+    def pack(self, weight: torch.Tensor) -> torch.Tensor:
+        """``weight [out, in]`` in the VNNI layout ``linear`` reads (a copy)."""
+        return self._ops.convert_weight_packed(weight.contiguous())
+
+    def linear(self, x_td: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """``x @ weight.T + bias`` over a packed weight (``F.linear``'s numbers at the sizes probed); the kernel adds a
+        float32 bias (a bf16 one is converted per call: biases are small, and an in-place update stays live)."""
+        return self._ops.weight_packed_linear(x_td, packed, None if bias is None else bias.float(), True)
+
+    def rms_norm(self, x_td: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """RMSNorm of each row, normalised in float32."""
+        return self._ops.rmsnorm_cpu(x_td, weight, eps)
+
+    def add_rms_norm(self, delta_td: torch.Tensor, residual_td: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
+        """In place: ``residual += delta`` (rounded to bf16), then ``delta = rms_norm(residual) * weight``."""
+        self._ops.fused_add_rmsnorm_cpu(delta_td, residual_td, weight, eps)
+
+    def silu_and_mul(self, gate_up_td: torch.Tensor) -> torch.Tensor:
+        """``silu(gate) * up`` for ``gate_up = [gate | up]``, in float32, rounded once."""
+        return self._ops.silu_and_mul_cpu(gate_up_td)
+
+    def decode_attention(
+        self,
+        q_rhd: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        token_table: torch.Tensor,
+        seq_lens: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """Each decode row's query heads ``[R, heads, dim]`` over its cached tokens; ``keys``/``values`` are one
+        layer's ``[rows_cap, kv_heads, cols_cap, dim]`` buffers, ``token_table`` / ``seq_lens`` from
+        ``decode_token_table``. One KV split: measured fastest at every size tried on 2 cores."""
+        rows, heads, dim = q_rhd.shape
+        if self._attn_logits.shape[0] < rows or self._attn_logits.shape[1] != heads:
+            self._attn_logits = torch.empty(rows, heads, 1, dim + 1, dtype=torch.float32)
+        out = q_rhd.new_empty(rows, heads, dim)
+        pool_k, pool_v = token_pool(keys), token_pool(values)
+        index = torch.arange(rows)
+        self._ops.decode_attention_cpu(
+            q_rhd, pool_k, pool_v, out, None, None, index, self._attn_logits[:rows],
+            token_table, index, seq_lens, scale, 0.0, False, -1, None, None,
+        )  # fmt: skip
+        return out
+
+
+def token_pool(buffer: torch.Tensor) -> torch.Tensor:
+    """A ``[rows_cap, kv_heads, cols_cap, dim]`` cache buffer as the kernel's token pool ``[tokens, kv_heads, dim]``.
+
+    Token ``t = row * kv_heads * cols_cap + col`` sits at ``t * dim`` and its head ``h`` ``h * cols_cap * dim``
+    further on: one strided view of the same memory (the pool is shorter than rows_cap * kv_heads * cols_cap so
+    that the last row's last head stays inside the buffer).
+    """
+    rows_cap, kv_heads, cols_cap, dim = buffer.shape
+    tokens = (rows_cap - 1) * kv_heads * cols_cap + cols_cap
+    return buffer.as_strided((tokens, kv_heads, dim), (dim, cols_cap * dim, 1))
+
+
+def decode_token_table(
+    positions_r: torch.Tensor, write_col: int, width: int, kv_heads: int, cols_cap: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's ``req_to_token`` and ``seq_lens`` for decode rows whose new token was written at ``write_col``.
+
+    Row ``r`` holds ``positions[r] + 1`` tokens (its cached ones and the new one) ending at ``write_col``, so its
+    token ``j`` is pool token ``r * kv_heads * cols_cap + write_col - positions[r] + j``; ``width`` is the decode
+    window's column count (the longest row's tokens).
+    """
+    seq_lens = positions_r + 1
+    rows = positions_r.shape[0]
+    first = torch.arange(rows) * (kv_heads * cols_cap) + (write_col - positions_r)
+    table = (first[:, None] + torch.arange(width)[None, :]).to(torch.int32)
+    return table, seq_lens
