@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -123,3 +124,18 @@ def test_where_the_kernels_cannot_run_the_reason_is_named() -> None:
     assert _runner(_model("llama", **FITS).to(torch.bfloat16), "torch").kernels_problem == "engine.cpu_kernels is torch"
     with pytest.raises(ValidationError):
         EmbeddedEngineConfig(cpu_kernels="fast")
+
+
+def test_the_dry_run_says_where_bf16_steps_run(tiny_model_dir: Path) -> None:
+    import asyncio
+
+    from agentrl.config.sections import ModelConfig
+
+    def line(dtype: str, kernels: str) -> str:
+        config = EmbeddedEngineConfig(cpu_kernels=kernels)
+        (text,) = asyncio.run(config.preflight(ModelConfig(path=str(tiny_model_dir), device="cpu", dtype=dtype)))
+        return text
+
+    assert "on SGLang's CPU kernels where the model's projection shapes fit them" in line("bfloat16", "auto")
+    assert "on torch ops (engine.cpu_kernels torch)" in line("bfloat16", "torch")
+    assert "kernels" not in line("float32", "auto")

@@ -167,10 +167,27 @@ class EmbeddedEngineConfig(EngineConfig):
         batch_gib = per_token * self.max_batch_size * columns / _GIB
         cache_gib = per_token * self.prefix_cache_tokens / _GIB
         return [
-            f"engine embedded: loads {model.path} in process on {device} ({dtype}); keys/values at most "
-            f"{batch_gib:.2f} GiB ({self.max_batch_size} rows x {columns} columns for {context}-token sequences) "
-            f"+ prefix cache {cache_gib:.2f} GiB"
+            f"engine embedded: loads {model.path} in process on {device} ({dtype}){self._kernels_note(dtype, device)}; "
+            f"keys/values at most {batch_gib:.2f} GiB ({self.max_batch_size} rows x {columns} columns for "
+            f"{context}-token sequences) + prefix cache {cache_gib:.2f} GiB"
         ]
+
+    def _kernels_note(self, dtype: str, device: str) -> str:
+        """Where a bf16 CPU engine's steps will run (SGLang's kernels or torch ops, and why)."""
+        if dtype != "bfloat16" or not device.startswith("cpu"):
+            return ""
+        if self.cpu_kernels == "torch":
+            return ", on torch ops (engine.cpu_kernels torch)"
+        import torch
+
+        from agentrl.engines.embedded.sglang_kernels import kernels_problem
+
+        problem = kernels_problem(torch.bfloat16, torch.device("cpu"))
+        if problem is None:
+            return ", on SGLang's CPU kernels where the model's projection shapes fit them"
+        if self.cpu_kernels == "sglang":
+            return f", but engine.cpu_kernels sglang will fail to load: {problem}"
+        return f", on torch ops ({problem})"
 
 
 def kv_bytes_per_token(arch: Mapping[str, Any], dtype_bytes: int) -> int:

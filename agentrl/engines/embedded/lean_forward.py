@@ -174,13 +174,14 @@ class LeanForward:
             self._sin_signed.index_select(0, layout.positions).view(t, 1, dim),
         )
         x_td = F.embedding(ids, self._embed)
-        if self.kernels is not None:
+        if self.kernels is not None:  # (SGLang's rotary kernel was not faster at decode sizes: torch's form stays)
             return self._kernel_layers(x_td, layout, cache, rope)
         left = t <= self.weight_left_rows
         for i, lw in enumerate(self._layers):
             h_td = hf_rms_norm(x_td, lw.in_norm, lw.in_eps)
-            qkv_thd = _project(h_td, lw.qkv_weight, lw.qkv_bias, lw.qkv_packed, left=left)
-            out_td = self._attention(i, lw, qkv_thd, layout, cache, rope, None)
+            qk_thd, v_thd = self._split_heads(lw, _project(h_td, lw.qkv_weight, lw.qkv_bias, lw.qkv_packed, left=left))
+            qk_thd = self._rotate(qk_thd, rope)
+            out_td = self._attention(i, qk_thd[:, : self.heads], qk_thd[:, self.heads :], v_thd, layout, cache, None)
             x_td = _project(out_td, lw.o_weight, lw.o_bias, lw.o_packed, x_td, left=left)
             h_td = hf_rms_norm(x_td, lw.post_norm, lw.post_eps)
             gate_up = _project(h_td, lw.gate_up_weight, lw.gate_up_bias, lw.gate_up_packed, left=left)
@@ -201,8 +202,9 @@ class LeanForward:
         layers = self._layers
         h_td = kernels.rms_norm(x_td, layers[0].in_norm, layers[0].in_eps)
         for i, lw in enumerate(layers):
-            qkv_thd = kernels.linear(h_td, lw.qkv_packed.get(), lw.qkv_bias)
-            out_td = self._attention(i, lw, qkv_thd, layout, cache, rope, table)
+            qk_thd, v_thd = self._split_heads(lw, kernels.linear(h_td, lw.qkv_packed.get(), lw.qkv_bias))
+            qk_thd = self._rotate(qk_thd, rope)
+            out_td = self._attention(i, qk_thd[:, : self.heads], qk_thd[:, self.heads :], v_thd, layout, cache, table)
             h_td = kernels.linear(out_td, lw.o_packed.get(), lw.o_bias)
             kernels.add_rms_norm(h_td, x_td, lw.post_norm, lw.post_eps)
             gate_up = kernels.linear(h_td, lw.gate_up_packed.get(), lw.gate_up_bias)
@@ -223,43 +225,46 @@ class LeanForward:
         positions = layout.positions if not layout.new_rows else layout.positions[:r]
         return decode_token_table(positions, write_col, write_col + 1 - layout.decode_lo, self.kv_heads, cache.cols_cap)
 
+    def _split_heads(self, lw: LayerWeights, qkv_td: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q and k heads ``[t, heads + kv_heads, dim]`` (per-head normed where the model does) and v
+        ``[t, kv_heads, dim]``, from the fused projection."""
+        t, heads, kv_heads, dim = qkv_td.shape[0], self.heads, self.kv_heads, self.head_dim
+        qkv_thd = qkv_td.view(t, heads + 2 * kv_heads, dim)
+        qk_thd = qkv_thd[:, : heads + kv_heads]
+        return (lw.norm_qk_heads(qk_thd) if self.qk_norm else qk_thd), qkv_thd[:, heads + kv_heads :]
+
+    def _rotate(self, qk_thd: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """q and k heads rotated as HF's ``rotate_half`` does, in one multiply-add over both."""
+        cos_t1d, sin_t1d = rope
+        return torch.addcmul(qk_thd * cos_t1d, qk_thd.roll(self.head_dim // 2, dims=-1), sin_t1d)
+
     def _attention(
         self,
         i: int,
-        lw: LayerWeights,
-        qkv_thd: torch.Tensor,
+        q_thd: torch.Tensor,
+        k_thd: torch.Tensor,
+        v_thd: torch.Tensor,
         layout: StepLayout,
         cache: SlotKVCache,
-        rope: tuple[torch.Tensor, torch.Tensor],
         table: tuple[torch.Tensor, torch.Tensor] | None,
     ) -> torch.Tensor:
-        """Rotate q/k, store k/v in the cache and attend: decode rows against their cache window (on the kernel
-        when ``table`` is given), new rows through a padded view against theirs. Returns ``[tokens, heads * dim]``."""
-        t, heads, kv_heads, dim = qkv_thd.shape[0], self.heads, self.kv_heads, self.head_dim
-        qk_heads = heads + kv_heads
-        qkv_thd = qkv_thd.view(t, qk_heads + kv_heads, dim)
-        qk_thd = qkv_thd[:, :qk_heads]
-        if self.qk_norm:
-            qk_thd = lw.norm_qk_heads(qk_thd)
-        cos_t1d, sin_t1d = rope
-        qk_thd = torch.addcmul(qk_thd * cos_t1d, qk_thd.roll(dim // 2, dims=-1), sin_t1d)
-        decode_kv, new_kv = cache.write_step(i, layout, qk_thd[:, heads:], qkv_thd[:, qk_heads:])
+        """Store k/v in the cache and attend: decode rows against their cache window (on the kernel when ``table``
+        is given), new rows through a padded view against theirs. Returns ``[tokens, heads * dim]``."""
+        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
+        decode_kv, new_kv = cache.write_step(i, layout, k_thd, v_thd)
         r, k = layout.decode_rows, layout.new_rows
         out_td = decode_out = None
         if r and table is not None:
-            q_rhd = (qk_thd if not k else qk_thd[:r])[:, :heads]
-            keys, values = cache.keys[i], cache.values[i]
-            out = self.kernels.decode_attention(q_rhd, keys, values, *table, self.scaling)
+            q_rhd = q_thd if not k else q_thd[:r]
+            out = self.kernels.decode_attention(q_rhd, cache.keys[i], cache.values[i], *table, self.scaling)
             out_td = decode_out = out.view(r, heads * dim)
         elif r:  # fold each KV head's query group into the query axis, so no K/V repeat is needed
-            q = (qk_thd if not k else qk_thd[:r])[:, :heads].view(r, kv_heads, self.groups, dim)
+            q = (q_thd if not k else q_thd[:r]).reshape(r, kv_heads, self.groups, dim)
             out_td = decode_out = F.scaled_dot_product_attention(
                 q, *decode_kv, attn_mask=layout.decode_mask, scale=self.scaling
             ).view(r, heads * dim)
         if k:
-            padded = qk_thd.new_zeros(k * layout.new_max, heads, dim).index_copy_(
-                0, layout.pad_index, qk_thd[r:, :heads]
-            )
+            padded = q_thd.new_zeros(k * layout.new_max, heads, dim).index_copy_(0, layout.pad_index, q_thd[r:])
             q = padded.view(k, layout.new_max, heads, dim).transpose(1, 2)
             out = F.scaled_dot_product_attention(
                 q, *new_kv, attn_mask=layout.new_mask, scale=self.scaling, enable_gqa=self.groups > 1
