@@ -78,8 +78,17 @@ def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argpars
 
 
 _OP_FAMILIES = {
-    "matmul": ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::bmm"),
-    "attention": ("aten::_scaled_dot_product", "aten::scaled_dot_product"),
+    "matmul": (
+        "aten::addmm",
+        "aten::mm",
+        "aten::linear",
+        "aten::matmul",
+        "aten::bmm",
+        "mkldnn::_linear_pointwise",  # oneDNN's packed bf16 matmul (engine.pack_weights)
+        "sgl_kernel::weight_packed_linear",  # SGLang's (engine.cpu_kernels)
+    ),
+    "attention": ("aten::_scaled_dot_product", "aten::scaled_dot_product", "sgl_kernel::decode_attention_cpu"),
+    "norms_and_activation": ("sgl_kernel::rmsnorm_cpu", "sgl_kernel::fused_add_rmsnorm_cpu", "sgl_kernel::silu"),
     "sampling": ("aten::softmax", "aten::_softmax", "aten::cumsum", "aten::searchsorted", "aten::log", "aten::rand"),
     "kv_cache": ("aten::index_put", "aten::_index_put", "aten::copy_", "aten::slice_scatter", "aten::cat"),
 }
