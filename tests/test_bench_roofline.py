@@ -14,12 +14,14 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 
 from gemm_layouts import forms_for  # noqa: E402
 
+FORMS_TIMED = ("linear", "in_out", "weight_left", "packed", "sglang")
+
 
 def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_path: Path) -> None:
     out = tmp_path / "roofline.json"
     cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "bench_roofline.py"), "--quick", "--threads", "1"]
     cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--compare-weight-left"]
-    cmd += ["--compare-packed", "--out", str(out)]
+    cmd += ["--compare-packed", "--compare-kernels", "--out", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)
     report = json.loads(out.read_text())
     hw = report["machine"]
@@ -44,14 +46,18 @@ def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_pa
     assert set(report["engine"]["bf16_unpacked"]["decode"]) == {"b1", "b3"}  # the bf16 engine without packing
     assert set(report["bf16_default_over_unpacked"]) == {"b1", "b3", "prefill"}
     assert all(v > 0 for v in report["bf16_default_over_unpacked"].values())
+    assert set(report["bf16_default_over_torch_ops"]) == {"b1", "b3", "prefill"}  # engine.cpu_kernels torch beside
     [profile] = report["profile_fp32_decode"]
     assert profile["batch"] == 3 and profile["engine_step_ms"] > 0 and profile["bare_step_ms"] > 0
     assert profile["op_share"]["matmul"] > 0 and profile["top_ops"]  # the profiler saw the forward's ops
     layouts = report["layouts"]  # every decode matmul of the model, in each form, per dtype and batch
     assert set(layouts) == {"fp32_b1", "fp32_b3", "bf16_b1", "bf16_b3"}
     for key, cell in layouts.items():
-        # bf16 also times oneDNN's packed weights where they work (the bf16 engine's form)
-        forms = forms_for(torch.bfloat16 if key.startswith("bf16") else torch.float32)
+        # bf16 also times oneDNN's packed weights where they work, and SGLang's where they run and take the shapes
+        forms = [f for f in FORMS_TIMED if f"step_{f}_gflop_s" in cell]
+        dtype = torch.bfloat16 if key.startswith("bf16") else torch.float32
+        assert set(forms) - {"sglang"} == set(forms_for(dtype)) - {"sglang"}
+        assert "sglang" not in forms or "sglang" in forms_for(dtype)
         assert set(cell["shapes"]) == {"qkv", "o", "gate_up", "down", "lm_head"}
         assert all(r[f"{f}_gflop_s"] > 0 for r in cell["shapes"].values() for f in forms)
         assert all(cell[f"{f}_over_linear"] > 0 for f in forms[1:])

@@ -362,14 +362,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--compare-packed",
         action="store_true",
-        help="Also run the bf16 engine with engine.pack_weights=false (and torch ops) and report the default's "
-        "speed-up.",
+        help="Also run the bf16 engine on torch ops with engine.pack_weights=false; report the default's speed-up.",
     )
     parser.add_argument(
         "--compare-kernels",
         action="store_true",
-        help="Also run the bf16 engine with engine.cpu_kernels=torch and report the default's speed-up (the default "
-        "runs on SGLang's CPU kernels where they load).",
+        help="Also run the bf16 engine with engine.cpu_kernels=torch (the default: SGLang's kernels where they load).",
     )
     parser.add_argument("--repeats", type=int, default=None, help="Timed repeats (best of; default 3, --quick 1).")
     parser.add_argument("--new-tokens", type=int, default=None, help="Decoded tokens per request (default 64).")

@@ -20,6 +20,7 @@ as in the engine rather than sitting in the cache.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -27,18 +28,18 @@ import torch.nn.functional as F
 
 from agentrl.engines.embedded.lean_forward import project_rows
 from agentrl.engines.embedded.packed_weights import linear_packed, packing_problem
-from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem
+from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem, shapes_problem
 
 FORMS = ("linear", "in_out", "weight_left")
 
 
-def forms_for(dtype: torch.dtype) -> tuple[str, ...]:
-    """The forms an engine of ``dtype`` can use on this CPU: ``FORMS``, ``packed`` where packing works, ``sglang``
-    where SGLang's kernels run."""
+def forms_for(dtype: torch.dtype, weight_shapes: Iterable[tuple[int, int]] = ()) -> tuple[str, ...]:
+    """The forms an engine of ``dtype`` can use on this CPU for weights of ``(out, in)`` shapes: ``FORMS``, ``packed``
+    where packing works, ``sglang`` where SGLang's kernels run and take every shape."""
     cpu = torch.device("cpu")
     packed = ("packed",) if packing_problem(dtype, cpu) is None else ()
-    sglang = ("sglang",) if kernels_problem(dtype, cpu) is None else ()
-    return (*FORMS, *packed, *sglang)
+    fits = kernels_problem(dtype, cpu) is None and shapes_problem(weight_shapes) is None
+    return (*FORMS, *packed, *(("sglang",) if fits else ()))
 
 
 def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
@@ -79,7 +80,7 @@ def _products(form: str, x: torch.Tensor, weight: torch.Tensor) -> Any:
 
 def product_calls(x: torch.Tensor, weight: torch.Tensor) -> list[Any]:
     """One call per form this dtype can use, each computing ``x @ weight.T``."""
-    return [_products(form, x, weight) for form in forms_for(weight.dtype)]
+    return [_products(form, x, weight) for form in forms_for(weight.dtype, [tuple(weight.shape)])]
 
 
 def _best_seconds(calls: list[Any], repeats: int) -> float:
@@ -105,7 +106,7 @@ def layout_rates(
     the head once), per shape and for the step, and ``best_form``; ``<form>_over_linear`` are time ratios."""
     out: dict[str, Any] = {}
     for name, dtype in dtypes.items():
-        forms = forms_for(dtype)
+        forms = forms_for(dtype, [(n, k) for k, n in shapes.values()])
         generator = torch.Generator().manual_seed(0)
         weights = {
             shape: [
