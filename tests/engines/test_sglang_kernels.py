@@ -141,21 +141,27 @@ def test_the_dry_run_says_where_bf16_steps_run(tiny_model_dir: Path) -> None:
     assert "kernels" not in line("float32", "auto")
 
 
-def test_a_single_decode_row_attends_on_the_kernel() -> None:
+def test_a_single_decode_row_attends_on_the_kernel_over_a_long_window_only() -> None:
+    from agentrl.engines.embedded.lean_forward import SINGLE_ROW_KERNEL_MIN_TOKENS
+
     model = _model("llama", **FITS)
 
-    def decode(runner: ModelRunner) -> tuple[list[torch.Tensor], int]:
+    def decode(runner: ModelRunner, prompt_len: int) -> tuple[list[torch.Tensor], int]:
         kernels, calls = runner.lean.kernels, []
         if kernels is not None:  # count the kernel's decode attention calls
             attend = kernels.decode_attention
             kernels.decode_attention = lambda *a, **k: calls.append(1) or attend(*a, **k)
-        prompt = torch.randint(0, 320, (300,), generator=torch.Generator().manual_seed(2)).tolist()
+        prompt = torch.randint(0, 320, (prompt_len,), generator=torch.Generator().manual_seed(2)).tolist()
         outs = [runner.prefill([prompt])] + [runner.decode([t]) for t in (5, 17, 29)]
         return [torch.log_softmax(o.float(), dim=-1) for o in outs], len(calls)
 
-    reference, _ = decode(ModelRunner(model, max_seq_len=512, cpu_kernels="torch"))
+    def make(m: torch.nn.Module, kernels: str) -> ModelRunner:
+        return ModelRunner(m, max_seq_len=512, cpu_kernels=kernels)
+
+    long = SINGLE_ROW_KERNEL_MIN_TOKENS + 20
+    reference, _ = decode(make(model, "torch"), long)
     bf16 = model.to(torch.bfloat16)
-    torch_out, _ = decode(ModelRunner(bf16, max_seq_len=512, cpu_kernels="torch"))
-    kernel_out, calls = decode(ModelRunner(bf16, max_seq_len=512, cpu_kernels="sglang"))
+    (torch_out, _), (kernel_out, calls) = decode(make(bf16, "torch"), long), decode(make(bf16, "sglang"), long)
     assert calls == 3 * bf16.config.num_hidden_layers  # every decode step, every layer
     assert _gap(kernel_out, reference) <= 2 * _gap(torch_out, reference) + 0.005
+    assert decode(make(bf16, "sglang"), 40)[1] == 0  # a short window stays on SDPA

@@ -73,6 +73,13 @@ def projection_shapes(model: torch.nn.Module) -> set[tuple[int, int]]:
 _CPU_FP32_WEIGHT_LEFT_ROWS = 8
 
 
+# a single decode row over fewer cached tokens than this attends through SDPA, not SGLang's decode kernel: one-row
+# decode steps of SmolLM2-135M in bf16 on the 2-core AVX512-BF16 EPYC took 7.0-7.6 ms with SDPA against 7.7-7.8 on
+# the kernel after a 96-token prompt, the same after 200, and 8.1-8.5 against 7.6-8.0 after 500 (from 2 rows on the
+# kernel wins at every length: 40 vs 138 µs at 24 rows x 96 tokens; docs/results/memory-and-speed.md)
+SINGLE_ROW_KERNEL_MIN_TOKENS = 256
+
+
 def default_weight_left_rows(dtype: torch.dtype, device: torch.device) -> int:
     """Row count up to which ``LeanForward`` multiplies weight-left by default: float32 on CPU only (bf16's
     kernels and GPUs' are faster the usual way round)."""
@@ -219,15 +226,15 @@ class LeanForward:
         return kernels.linear(head_in, self._head_packed.get(), self._head_bias)
 
     def _decode_table(self, layout: StepLayout, cache: SlotKVCache) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The kernel decode attention's token table and lengths for this step (None: no kernels, or no decode rows).
-        The kernel is faster than SDPA from one row on: 14 vs 16 µs at one row and 96 cached tokens, 40 vs 138 µs at
-        24 rows (docs/results/memory-and-speed.md)."""
+        """The kernel decode attention's token table and lengths for this step (None: SDPA attends the decode rows:
+        no kernels, or a single row over a short window, where SDPA was faster)."""
         r = layout.decode_rows
-        if self.kernels is None or r == 0:
-            return None
         write_col = cache.end - 1 + layout.advance
+        width = write_col + 1 - layout.decode_lo
+        if self.kernels is None or r == 0 or (r == 1 and width < SINGLE_ROW_KERNEL_MIN_TOKENS):
+            return None
         positions = layout.positions if not layout.new_rows else layout.positions[:r]
-        return decode_token_table(positions, write_col, write_col + 1 - layout.decode_lo, self.kv_heads, cache.cols_cap)
+        return decode_token_table(positions, write_col, width, self.kv_heads, cache.cols_cap)
 
     def _split_heads(self, lw: LayerWeights, qkv_td: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """q and k heads ``[t, heads + kv_heads, dim]`` (per-head normed where the model does) and v
