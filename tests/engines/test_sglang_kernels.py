@@ -91,13 +91,14 @@ def test_token_pool_addresses_each_rows_cached_tokens() -> None:
     rows_cap, kv_heads, cols_cap, dim = 3, 2, 10, 4
     buffer = torch.randn(rows_cap, kv_heads, cols_cap, dim)
     positions, write_col = torch.tensor([6, 2, 4]), 8  # row r's tokens: columns write_col - positions[r] .. 8
-    table, seq_lens = decode_token_table(positions, write_col, 7, kv_heads, cols_cap)
+    table = decode_token_table(positions, write_col, 7, kv_heads, cols_cap)
     pool = token_pool(buffer)
-    assert seq_lens.tolist() == [7, 3, 5]
-    for r, length in enumerate(seq_lens.tolist()):
+    assert table.seq_lens.tolist() == [7, 3, 5] and table.rows.tolist() == [0, 1, 2]
+    for r, length in enumerate(table.seq_lens.tolist()):
         start = write_col - int(positions[r])
         for h in range(kv_heads):
-            assert torch.equal(pool[table[r, :length].long(), h], buffer[r, h, start : write_col + 1])
+            assert torch.equal(pool[table.tokens[r, :length].long(), h], buffer[r, h, start : write_col + 1])
+            assert torch.equal(pool[table.new_token[r], h], buffer[r, h, write_col])  # where the new token goes
     last = pool[pool.shape[0] - 1, kv_heads - 1]  # the pool's last token of the last head is the buffer's last
     assert last.data_ptr() == buffer[-1, -1, -1].data_ptr()
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from agentrl.engines.embedded.kv_cache import SlotKVCache, StepLayout
 from agentrl.engines.embedded.layer_weights import LayerWeights, hf_rms_norm
 from agentrl.engines.embedded.packed_weights import PackedWeight, linear_packed, pack_onednn
-from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, decode_token_table
+from agentrl.engines.embedded.sglang_kernels import DecodeTable, SglangCpuKernels, decode_token_table
 from agentrl.errors import EngineError
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
@@ -225,7 +225,7 @@ class LeanForward:
         head_in = h_td if not layout.new_rows else h_td.index_select(0, layout.logit_index)
         return kernels.linear(head_in, self._head_packed.get(), self._head_bias)
 
-    def _decode_table(self, layout: StepLayout, cache: SlotKVCache) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def _decode_table(self, layout: StepLayout, cache: SlotKVCache) -> DecodeTable | None:
         """The kernel decode attention's token table and lengths for this step (None: SDPA attends the decode rows:
         no kernels, or a single row over a short window, where SDPA was faster)."""
         r = layout.decode_rows
@@ -257,17 +257,20 @@ class LeanForward:
         v_thd: torch.Tensor,
         layout: StepLayout,
         cache: SlotKVCache,
-        table: tuple[torch.Tensor, torch.Tensor] | None,
+        table: DecodeTable | None,
     ) -> torch.Tensor:
         """Store k/v in the cache and attend: decode rows against their cache window (on the kernel when ``table``
         is given), new rows through a padded view against theirs. Returns ``[tokens, heads * dim]``."""
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
-        decode_kv, new_kv = cache.write_step(i, layout, k_thd, v_thd)
         r, k = layout.decode_rows, layout.new_rows
+        if table is not None and not k and cache.keys[i] is not None:  # decode only: the kernel stores k/v itself
+            keys, values = cache.keys[i], cache.values[i]
+            return self.kernels.decode_attention(q_thd, keys, values, table, self.scaling, (k_thd, v_thd)).view(r, -1)
+        decode_kv, new_kv = cache.write_step(i, layout, k_thd, v_thd)
         out_td = decode_out = None
         if r and table is not None:
             q_rhd = q_thd if not k else q_thd[:r]
-            out = self.kernels.decode_attention(q_rhd, cache.keys[i], cache.values[i], *table, self.scaling)
+            out = self.kernels.decode_attention(q_rhd, cache.keys[i], cache.values[i], table, self.scaling)
             out_td = decode_out = out.view(r, heads * dim)
         elif r:  # fold each KV head's query group into the query axis, so no K/V repeat is needed
             q = (q_thd if not k else q_thd[:r]).reshape(r, kv_heads, self.groups, dim)

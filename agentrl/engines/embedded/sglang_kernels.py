@@ -18,6 +18,7 @@ import functools
 import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -95,13 +96,21 @@ def _probe() -> str | None:
     }
     keys, values, q = rand(2, 1, 8, 16), rand(2, 1, 8, 16), rand(2, 2, 16)
     positions = torch.tensor([5, 3])  # row 0 holds columns 1-6, row 1 columns 3-6
-    table, seq_lens = decode_token_table(positions, 6, 6, 1, 8)
+    table = decode_token_table(positions, 6, 6, 1, 8)
     want = [
         F.scaled_dot_product_attention(q[r, :, None], keys[r, :, 6 - p : 7], values[r, :, 6 - p : 7], scale=0.25)
         for r, p in enumerate(positions.tolist())
     ]
-    got = kernels.decode_attention(q, keys, values, table, seq_lens, 0.25)
+    got = kernels.decode_attention(q, keys, values, table, 0.25)
     checks["decode_attention_cpu"] = (got, torch.stack(want)[:, :, 0])
+    stored_k, stored_v = keys.clone(), values.clone()  # the new tokens' keys/values handed over, not yet in place
+    stored_k[:, :, 6], stored_v[:, :, 6] = 0, 0
+    new_kv = (keys[:, :, 6].contiguous(), values[:, :, 6].contiguous())
+    stored = kernels.decode_attention(q, stored_k, stored_v, table, 0.25, new_kv)
+    checks["decode_attention_cpu storing the new tokens"] = (
+        torch.cat((stored.flatten(), stored_k.flatten(), stored_v.flatten())),
+        torch.cat((got.flatten(), keys.flatten(), values.flatten())),
+    )
     for name, (got, want) in checks.items():
         if not torch.allclose(got.float(), want.float(), rtol=2e-2, atol=2e-2):
             return f"SGLang's {name} differed from its torch form on a probe (max {(got - want).abs().max():.3g})"
@@ -169,24 +178,33 @@ class SglangCpuKernels:
         q_rhd: torch.Tensor,
         keys: torch.Tensor,
         values: torch.Tensor,
-        token_table: torch.Tensor,
-        seq_lens: torch.Tensor,
+        table: DecodeTable,
         scale: float,
+        new_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Each decode row's query heads ``[R, heads, dim]`` over its cached tokens; ``keys``/``values`` are one
-        layer's ``[rows_cap, kv_heads, cols_cap, dim]`` buffers, ``token_table`` / ``seq_lens`` from
-        ``decode_token_table``. One KV split: measured fastest at every size tried on 2 cores."""
+        layer's ``[rows_cap, kv_heads, cols_cap, dim]`` buffers. ``new_kv``: the rows' new keys and values
+        ``[R, kv_heads, dim]``, which the kernel stores at ``table.new_token`` before attending (else they are in the
+        cache already). One KV split: measured fastest at every size tried on 2 cores."""
         rows, heads, dim = q_rhd.shape
         if self._attn_logits.shape[0] < rows or self._attn_logits.shape[1] != heads:
             self._attn_logits = torch.empty(rows, heads, 1, dim + 1, dtype=torch.float32)
         out = q_rhd.new_empty(rows, heads, dim)
-        pool_k, pool_v = token_pool(keys), token_pool(values)
-        index = torch.arange(rows)
+        new_k, new_v = new_kv if new_kv is not None else (None, None)
         self._ops.decode_attention_cpu(
-            q_rhd, pool_k, pool_v, out, None, None, index, self._attn_logits[:rows],
-            token_table, index, seq_lens, scale, 0.0, False, -1, None, None,
+            q_rhd, token_pool(keys), token_pool(values), out, new_k, new_v, table.new_token,
+            self._attn_logits[:rows], table.tokens, table.rows, table.seq_lens, scale, 0.0, False, -1, None, None,
         )  # fmt: skip
         return out
+
+
+class DecodeTable(NamedTuple):
+    """Where each decode row's tokens sit in the token pool (``token_pool``), the kernel's request metadata."""
+
+    tokens: torch.Tensor  # [R, width] int32: pool token of each row's j-th token (``req_to_token``)
+    seq_lens: torch.Tensor  # [R]: tokens per row, the new one included
+    rows: torch.Tensor  # [R]: row r's line in ``tokens`` (``req_pool_indices``)
+    new_token: torch.Tensor  # [R]: pool token of each row's new token (``out_cache_loc``)
 
 
 def token_pool(buffer: torch.Tensor) -> torch.Tensor:
@@ -203,15 +221,14 @@ def token_pool(buffer: torch.Tensor) -> torch.Tensor:
 
 def decode_token_table(
     positions_r: torch.Tensor, write_col: int, width: int, kv_heads: int, cols_cap: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's ``req_to_token`` and ``seq_lens`` for decode rows whose new token was written at ``write_col``.
+) -> DecodeTable:
+    """The kernel's request metadata for decode rows whose new token goes to column ``write_col``.
 
     Row ``r`` holds ``positions[r] + 1`` tokens (its cached ones and the new one) ending at ``write_col``, so its
     token ``j`` is pool token ``r * kv_heads * cols_cap + write_col - positions[r] + j``; ``width`` is the decode
     window's column count (the longest row's tokens).
     """
-    seq_lens = positions_r + 1
-    rows = positions_r.shape[0]
-    first = torch.arange(rows) * (kv_heads * cols_cap) + (write_col - positions_r)
-    table = (first[:, None] + torch.arange(width)[None, :]).to(torch.int32)
-    return table, seq_lens
+    rows = torch.arange(positions_r.shape[0])
+    first = rows * (kv_heads * cols_cap) + (write_col - positions_r)
+    tokens = (first[:, None] + torch.arange(width)[None, :]).to(torch.int32)
+    return DecodeTable(tokens, positions_r + 1, rows, first + positions_r)
