@@ -68,9 +68,10 @@ def test_generation_is_token_in_token_out_with_tempered_logprobs(vllm_server: VL
 
 
 def test_a_step_boundary_abort_keeps_the_partial_tokens_and_the_rollout_resumes(vllm_server: VLLMServer) -> None:
-    # The cut lands a quarter into a 4,000-token request at this server's own speed, measured first, and comes
-    # sooner on a retry if the request still finished: a fixed 0.5 s was too late on an idle AVX-512 CPU (2,000
-    # tokens took less), a load gauge too slow to follow, and one timing can catch the server warming up
+    # The cut lands a quarter into a 4,000-token request at this server's own speed, measured first; a retry cuts
+    # sooner if the request had finished, later if it ran on past the abort (sent before the server knew it): a
+    # fixed 0.5 s was too late on an idle AVX-512 CPU (2,000 tokens took less), a load gauge too slow to follow,
+    # one timing can catch the server warming up, and four halvings once all ran to the end (CI, 2026-12-05)
     long_tokens = 4000  # max-model-len 4096 (vllm_server.py)
     long = SamplingParams(max_new_tokens=long_tokens, temperature=T, ignore_eos=True)
     timing = SamplingParams(max_new_tokens=256, temperature=T, ignore_eos=True)
@@ -85,13 +86,16 @@ def test_a_step_boundary_abort_keeps_the_partial_tokens_and_the_rollout_resumes(
         try:
             await engine.probe()
             delay = 0.25 * long_tokens * min([await seconds_per_token(engine) for _ in range(2)])
-            for attempt in range(4):
+            for attempt in range(8):
                 task = asyncio.create_task(engine.generate(PROMPT, long, request_id=f"cut-me-{attempt}"))
-                await asyncio.sleep(delay / 2**attempt)
+                await asyncio.sleep(delay)
+                too_late = task.done()  # the request had finished: cut sooner
                 await engine.abort([f"cut-me-{attempt}"])
                 cut = await asyncio.wait_for(task, timeout=60)
                 if cut.finish_reason != "length":
                     break
+                # it still ran to the end: too late, or so early that the server did not know the request yet
+                delay = delay / 4 if too_late else delay * 2
             rest = SamplingParams(max_new_tokens=8, temperature=T, ignore_eos=True)
             resumed = await engine.generate(PROMPT + cut.output_ids, rest)  # the server serves again after /resume
             return cut, resumed
