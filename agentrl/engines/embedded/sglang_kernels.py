@@ -2,9 +2,9 @@
 
 SGLang's CPU backend runs Llama-family models on fused kernels written for AVX-512 with bf16: a matmul over a
 VNNI-packed weight, RMSNorm and residual-add + RMSNorm in one pass, SiLU-and-mul, and a decode attention that
-reads each row's keys and values through a token table. On a 2-core AVX512-BF16 EPYC (SmolLM2-135M's shapes,
-bf16) one RMSNorm row took 1.8 µs against 12.6 µs as torch ops, a residual add + norm 1.4 µs against 13.7, and
-decode attention over 24 rows x 96 cached tokens 58 µs against 180 µs in PyTorch's SDPA
+reads each row's keys and values through a token table. On a quiet 2-core AVX512-BF16 EPYC (SmolLM2-135M's
+shapes, bf16) one RMSNorm row took 1.9 µs against 12.4 µs as torch ops, a residual add + norm 1.4 µs against 13.5,
+and decode attention over 24 rows x 96 cached tokens 40 µs against 138 µs in PyTorch's SDPA
 (docs/results/memory-and-speed.md). The lean forward uses them when they load here (``kernels_problem``).
 
 The package is not on PyPI for CPU: ``scripts/setup.sh`` installs the wheel kept beside the repository
@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+
+from agentrl.engines.embedded.layer_weights import hf_rms_norm
 
 # the kernels use these instructions unconditionally: loading the library elsewhere dies with SIGILL
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
@@ -91,7 +93,7 @@ def _probe() -> str | None:
     x, weight, bias, norm, gate_up = rand(3, 64), rand(48, 64), rand(48), 1 + 0.1 * rand(64), rand(3, 32)
     checks = {
         "weight_packed_linear": (kernels.linear(x, kernels.pack(weight), bias), F.linear(x, weight, bias)),
-        "rmsnorm_cpu": (kernels.rms_norm(x, norm, 1e-6), _torch_rms(x, norm, 1e-6)),
+        "rmsnorm_cpu": (kernels.rms_norm(x, norm, 1e-6), hf_rms_norm(x, norm, 1e-6)),
         "silu_and_mul_cpu": (kernels.silu_and_mul(gate_up), F.silu(gate_up[:, :16]) * gate_up[:, 16:]),
     }
     keys, values, q = rand(2, 1, 8, 16), rand(2, 1, 8, 16), rand(2, 2, 16)
@@ -134,11 +136,6 @@ def _shape_problem(shape: tuple[int, int]) -> str | None:
     except RuntimeError as exc:
         return f"SGLang's packed matmul refuses a {shape[0]} x {shape[1]} projection ({exc})"
     return None
-
-
-def _torch_rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    h = x.float()
-    return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 class SglangCpuKernels:
