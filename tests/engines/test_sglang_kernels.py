@@ -142,9 +142,7 @@ def test_the_dry_run_says_where_bf16_steps_run(tiny_model_dir: Path) -> None:
     assert "kernels" not in line("float32", "auto")
 
 
-def test_a_single_decode_row_attends_on_the_kernel_over_a_long_window_only() -> None:
-    from agentrl.engines.embedded.lean_forward import SINGLE_ROW_KERNEL_MIN_TOKENS
-
+def test_a_single_decode_row_attends_on_the_kernel_at_any_window_length() -> None:
     model = _model("llama", **FITS)
 
     def decode(runner: ModelRunner, prompt_len: int) -> tuple[list[torch.Tensor], int]:
@@ -159,10 +157,46 @@ def test_a_single_decode_row_attends_on_the_kernel_over_a_long_window_only() -> 
     def make(m: torch.nn.Module, kernels: str) -> ModelRunner:
         return ModelRunner(m, max_seq_len=512, cpu_kernels=kernels)
 
-    long = SINGLE_ROW_KERNEL_MIN_TOKENS + 20
-    reference, _ = decode(make(model, "torch"), long)
-    bf16 = model.to(torch.bfloat16)
-    (torch_out, _), (kernel_out, calls) = decode(make(bf16, "torch"), long), decode(make(bf16, "sglang"), long)
-    assert calls == 3 * bf16.config.num_hidden_layers  # every decode step, every layer
-    assert _gap(kernel_out, reference) <= 2 * _gap(torch_out, reference) + 0.005
-    assert decode(make(bf16, "sglang"), 40)[1] == 0  # a short window stays on SDPA
+    bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    for prompt_len in (3, 40, 300):
+        reference, _ = decode(make(model, "torch"), prompt_len)
+        (torch_out, _), (kernel_out, calls) = (
+            decode(make(bf16, "torch"), prompt_len),
+            decode(make(bf16, "sglang"), prompt_len),
+        )
+        assert calls == 3 * bf16.config.num_hidden_layers  # every decode step, every layer
+        assert _gap(kernel_out, reference) <= 2 * _gap(torch_out, reference) + 0.005
+
+
+def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Norms, SiLU-and-mul and decode attention over a few rows run on the calling thread alone (no team to wake),
+    the matmuls on the whole team; with every call on the whole team the logits are the same, bit for bit."""
+    import agentrl.engines.embedded.sglang_kernels as sglang_kernels
+
+    team = torch.get_num_threads()
+    if team < 2:
+        pytest.skip("one intra-op thread: every call runs alone anyway")
+    model = _model("qwen3", **FITS).to(torch.bfloat16)
+    seen: dict[str, set[int]] = {}
+
+    class RecordingOps:  # the real ops, each call noting the team size it ran with
+        def __getattr__(self, name: str) -> object:
+            op = getattr(torch.ops.sgl_kernel, name)
+            return lambda *args: seen.setdefault(name, set()).add(torch.get_num_threads()) or op(*args)
+
+    def forced_and_seen() -> tuple[list[torch.Tensor], dict[str, set[int]]]:
+        seen.clear()
+        runner = _runner(copy.deepcopy(model), "sglang")
+        runner.lean.kernels._ops = RecordingOps()
+        return _forced(runner), dict(seen)
+
+    alone, seen_alone = forced_and_seen()
+    small_ops = ("rmsnorm_cpu", "fused_add_rmsnorm_cpu", "silu_and_mul_cpu", "decode_attention_cpu")
+    assert all(seen_alone[op] == {1} for op in small_ops), seen_alone
+    assert seen_alone["weight_packed_linear"] == {team}
+    assert torch.get_num_threads() == team  # restored after every call
+    monkeypatch.setattr(sglang_kernels, "ALONE_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(sglang_kernels, "ALONE_MAX_ATTENTION_MACS", 0)
+    whole_team, seen_team = forced_and_seen()
+    assert all(seen_team[op] == {team} for op in small_ops), seen_team
+    assert all(torch.equal(a, b) for a, b in zip(alone, whole_team))

@@ -73,13 +73,6 @@ def projection_shapes(model: torch.nn.Module) -> set[tuple[int, int]]:
 _CPU_FP32_WEIGHT_LEFT_ROWS = 8
 
 
-# a single decode row over fewer cached tokens than this attends through SDPA, not SGLang's decode kernel: one-row
-# decode steps of SmolLM2-135M in bf16 on the 2-core AVX512-BF16 EPYC took 7.0-7.6 ms with SDPA against 7.7-7.8 on
-# the kernel after a 96-token prompt, the same after 200, and 8.1-8.5 against 7.6-8.0 after 500 (from 2 rows on the
-# kernel wins at every length: 40 vs 138 µs at 24 rows x 96 tokens; docs/results/memory-and-speed.md)
-SINGLE_ROW_KERNEL_MIN_TOKENS = 256
-
-
 def default_weight_left_rows(dtype: torch.dtype, device: torch.device) -> int:
     """Row count up to which ``LeanForward`` multiplies weight-left by default: float32 on CPU only (bf16's
     kernels and GPUs' are faster the usual way round)."""
@@ -226,12 +219,14 @@ class LeanForward:
         return kernels.linear(head_in, self._head_packed.get(), self._head_bias)
 
     def _decode_table(self, layout: StepLayout, cache: SlotKVCache) -> DecodeTable | None:
-        """The kernel decode attention's token table and lengths for this step (None: SDPA attends the decode rows:
-        no kernels, or a single row over a short window, where SDPA was faster)."""
+        """The kernel decode attention's token table and lengths for this step (None without decode rows).
+
+        The kernel attends every decode step: one row over 64 cached tokens took 7.6 µs in place on one thread
+        against 15.6 µs in SDPA (which the kernel lost to, 46 µs, while it woke a second thread for it)."""
         r = layout.decode_rows
         write_col = cache.end - 1 + layout.advance
         width = write_col + 1 - layout.decode_lo
-        if self.kernels is None or r == 0 or (r == 1 and width < SINGLE_ROW_KERNEL_MIN_TOKENS):
+        if self.kernels is None or r == 0:
             return None
         positions = layout.positions if not layout.new_rows else layout.positions[:r]
         return decode_token_table(positions, write_col, width, self.kv_heads, cache.cols_cap)
