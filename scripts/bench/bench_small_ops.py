@@ -27,8 +27,8 @@ import agentrl.engines.embedded.sglang_kernels as sglang_kernels
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
 
-ALONE = {"ALONE_MAX_ELEMENTS": sglang_kernels.ALONE_MAX_ELEMENTS,
-         "ALONE_MAX_ATTENTION_MACS": sglang_kernels.ALONE_MAX_ATTENTION_MACS}  # fmt: skip
+ALONE = {name: getattr(sglang_kernels, name) for name in ("ALONE_MAX_ELEMENTS", "ALONE_MAX_ATTENTION_ROWS",
+                                                          "ALONE_MAX_ATTENTION_MACS")}  # fmt: skip
 WHOLE_TEAM = dict.fromkeys(ALONE, 0)
 
 

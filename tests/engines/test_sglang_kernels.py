@@ -184,12 +184,20 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
             op = getattr(torch.ops.sgl_kernel, name)
             return lambda *args: seen.setdefault(name, set()).add(torch.get_num_threads()) or op(*args)
 
-    def forced_and_seen() -> tuple[list[torch.Tensor], dict[str, set[int]]]:
+    def recording_runner() -> ModelRunner:
         seen.clear()
         runner = _runner(copy.deepcopy(model), "sglang")
         runner.lean.kernels._ops = RecordingOps()
-        return _forced(runner), dict(seen)
+        return runner
 
+    def forced_and_seen() -> tuple[list[torch.Tensor], dict[str, set[int]]]:
+        return _forced(recording_runner()), dict(seen)
+
+    many = recording_runner()  # more decode rows than ALONE_MAX_ATTENTION_ROWS: attention takes the team
+    rows = sglang_kernels.ALONE_MAX_ATTENTION_ROWS + 1
+    many.prefill([[3, 1, 4]] * rows)
+    many.decode([5] * rows)
+    assert seen["decode_attention_cpu"] == {team}
     alone, seen_alone = forced_and_seen()
     small_ops = ("rmsnorm_cpu", "fused_add_rmsnorm_cpu", "silu_and_mul_cpu", "decode_attention_cpu")
     assert all(seen_alone[op] == {1} for op in small_ops), seen_alone

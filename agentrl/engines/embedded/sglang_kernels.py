@@ -33,9 +33,11 @@ REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
 # the 2-core EPYC, one thread was faster from 2 rows up to about 300 rows of 576 for the norms and 80 rows of 3072
 # for SiLU (24 rows: 3.4 against 14.6 µs, 8.8 against 17.1)
 ALONE_MAX_ELEMENTS = 1 << 17
-# decode attention with at most this many multiply-adds per score pass (rows x window x heads x head_dim) runs
-# alone: in decode steps, where the keys and values come from memory, not cache, one thread was faster up to
-# about 1300 attended tokens at 9 heads x 64 (1 row at any length tried, 4 rows x 230, 2 x 630, 16 x 64 even)
+# decode attention over at most this many rows and multiply-adds per score pass (rows x window x heads x head_dim)
+# runs alone: in decode steps, where the keys and values come from memory, not cache, one thread was faster up to
+# about 1300 attended tokens at 9 heads x 64 (1 row x 1230, 2 x 630, 4 x 230, 8 x 64; 16 x 64 even), and never at
+# 24 rows (7 µs a layer slower over 40 tokens, 25 over 64), where the team splits the rows well
+ALONE_MAX_ATTENTION_ROWS = 12
 ALONE_MAX_ATTENTION_MACS = 800_000
 
 
@@ -153,8 +155,9 @@ class SglangCpuKernels:
 
     Every method is one kernel call; ``decode_attention`` attends the decode rows over the slot cache's own
     buffers, viewed as the token pool the kernel expects (no copy). Calls too small to repay waking the OpenMP
-    team (``ALONE_MAX_ELEMENTS``, ``ALONE_MAX_ATTENTION_MACS``) run on the calling thread alone; the matmuls
-    always take the whole team (one row's weights stream at 35 µs a call on two threads, 42 on one).
+    team (``ALONE_MAX_ELEMENTS``, ``ALONE_MAX_ATTENTION_ROWS``, ``ALONE_MAX_ATTENTION_MACS``) run on the calling
+    thread alone; the matmuls always take the whole team (one row's weights stream at 35 µs a call on two threads,
+    42 on one).
     """
 
     def __init__(self) -> None:
@@ -212,7 +215,7 @@ class SglangCpuKernels:
             q_rhd, token_pool(keys), token_pool(values), out, new_k, new_v, table.new_token,
             self._attn_logits[:rows], table.tokens, table.rows, table.seq_lens, scale, 0.0, False, -1, None, None,
         )  # fmt: skip
-        if rows * table.tokens.shape[1] * heads * dim <= ALONE_MAX_ATTENTION_MACS:
+        if rows <= ALONE_MAX_ATTENTION_ROWS and rows * table.tokens.shape[1] * heads * dim <= ALONE_MAX_ATTENTION_MACS:
             self._team.alone(self._ops.decode_attention_cpu, *args)
         else:
             self._ops.decode_attention_cpu(*args)
