@@ -28,7 +28,10 @@ class OmpTeam:
     """
 
     def __init__(self) -> None:
-        process = ctypes.CDLL(None)  # torch loads its libgomp globally: its symbols resolve from the process
+        try:  # torch loads its libgomp globally: its symbols resolve from the process
+            process = ctypes.CDLL(None)
+        except (OSError, TypeError):  # a platform without dlopen(NULL) (Windows)
+            process = None
         self._set = getattr(process, "omp_set_num_threads", None)
         self._get = getattr(process, "omp_get_max_threads", None)
         if self._set is not None:
