@@ -8,9 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL_DIR=models/smollm2-135m-instruct
 WARM_DIR=models/smollm2-code-agent  # configs/quickstart.yaml's model.path
-# With the default (active) OpenMP wait policy, torch's two threads spin at every barrier; when anything
-# else needs a core (sandboxes, dockerd) a decode step here took 6x longer. Passive waiting avoids it.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 export TOKENIZERS_PARALLELISM=${TOKENIZERS_PARALLELISM:-false}
 
 phase_start=$SECONDS
@@ -21,6 +18,7 @@ phase() {  # phase NAME: print how long the previous phase took
 
 bash scripts/setup.sh
 phase "python set-up"
+eval "$(.venv/bin/python -m agentrl.util.openmp_env)"  # the agentrl command's OpenMP wait policy, warm-up included
 
 if bash scripts/docker_setup.sh; then
   echo "[quickstart] Docker engine and sandbox image ready: episodes run in hardened containers"

@@ -15,7 +15,7 @@ if [ -f scripts/docker_setup.sh ]; then
   fi
 fi
 bash scripts/setup_thirdparty.sh  # outside components for tests/interop/thirdparty (own venvs, cached)
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}  # see agentrl/cli/main.py
+eval "$(.venv/bin/python -m agentrl.util.openmp_env)"  # the agentrl command's OpenMP wait policy
 # Lint and format first: a style failure fails the suite (config: pyproject.toml [tool.ruff]).
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 
-# Before torch loads OpenMP: with the default (active) wait policy its threads spin at every barrier,
-# and on a small machine shared with sandboxes a decode step was measured 6x slower.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from agentrl.util.openmp_env import short_spin_unless_chosen
+
+# Before torch loads OpenMP: a short spin, neither libgomp's long one (sandboxes sharing the cores starved) nor
+# none (each matmul woke its team through the kernel); agentrl/util/openmp_env.py has the measurements.
+os.environ.update(short_spin_unless_chosen(os.environ))
 
 import argparse
 import importlib

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from agentrl.config.run import RunConfig
 from agentrl.engines.base import LogprobSemantics
 from agentrl.errors import CheckpointError, ConfigError
 from agentrl.util.allocator import loaded_allocator
+from agentrl.util.openmp_env import wait_policy
 
 RUN_META = "run.json"
 
@@ -63,6 +65,7 @@ def write_run_meta(run_dir: Path, cfg: RunConfig) -> None:
         "model_path": cfg.model.path,
         "fingerprint": model_fingerprint(cfg.model.path),
         "allocator": loaded_allocator(),  # peak memory and update speed depend on it
+        "openmp": wait_policy(os.environ),  # so does decode speed (agentrl/util/openmp_env.py)
     }
     (run_dir / RUN_META).write_text(json.dumps(meta, indent=1))
 

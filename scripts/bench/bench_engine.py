@@ -33,6 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from agentrl.util.openmp_env import short_spin_unless_chosen, wait_policy
+
+os.environ.update(short_spin_unless_chosen(os.environ))  # the agentrl command's OpenMP wait policy, before torch
+
 import torch
 from bench_servers import real_servers, servers_section
 
@@ -379,6 +383,7 @@ def report_and_write(args: argparse.Namespace, report: dict[str, object]) -> Non
         "torch": torch.__version__,
         "torch_threads": args.threads,
         "load_avg_1m": os.getloadavg()[0],
+        "openmp": wait_policy(os.environ),
         "device": "cpu",
     }
     text = json.dumps(report, indent=2)

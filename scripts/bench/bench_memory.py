@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentrl.util.openmp_env import short_spin_unless_chosen
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # name -> trainer settings; "baseline" is the single-turn main job as configured before this benchmark.
@@ -285,7 +287,8 @@ def run_jobs(args: argparse.Namespace) -> dict[str, Any]:
             *(["--eval"] if args.eval else []),
         ]
         cmd += [arg for o in overrides for arg in ("-o", o)]
-        env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+        env = dict(os.environ)
+        env.update(short_spin_unless_chosen(env))  # the agentrl command's
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             raise RuntimeError(f"job option {name} failed:\n{out.stderr[-3000:]}")

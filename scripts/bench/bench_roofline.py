@@ -5,13 +5,12 @@
 2. engine decode at each batch size: tokens/s and its fraction of the roofline, where one decode step
    costs ``max(weight bytes / bandwidth, batch x 2 x params / decode-shape GEMM rate)``;
 3. engine prefill: prompt tokens/s against ``2 x params`` FLOPs a token at the ``N^3`` GEMM rate;
-4. trainer forward+backward (``PolicyLogprobs``, fp32 master weights; bf16 = autocast): tokens/s and a
-   CPU "MFU" (``6 x params`` FLOPs a token, 8 with activation checkpointing, at the ``N^3`` GEMM rate),
-   with and without activation checkpointing;
-5. layouts: a decode step's matmuls in each form (``F.linear`` on the stored ``[out, in]`` weight, an ``[in, out]``
-   copy, weight-left ``W @ x.T``), streamed over every layer, per dtype and batch (``gemm_layouts.py``).
+4. trainer forward+backward (``PolicyLogprobs``, fp32 master weights; bf16 = autocast), with and without activation
+   checkpointing: tokens/s and a CPU "MFU" (``6 x params`` FLOPs a token, 8 with checkpointing, at the N^3 rate);
+5. layouts: a decode step's matmuls in each form, streamed over every layer, per dtype and batch (gemm_layouts.py).
 
 Every fraction is measured / roofline, so numbers from a loaded machine still compare across dtypes within one run.
+OpenMP waits as under the ``agentrl`` command (a short spin); a PASSIVE team's wake-ups cut the 1-row GEMM rate.
 ``--quick`` uses tiny shapes (for the test). Usage: .venv/bin/python scripts/bench/bench_roofline.py [--model DIR]
 [--threads 2] [--out roofline.json] (default: a tiny random Qwen3 in a temporary directory; pass SmolLM2 for real).
 """
@@ -28,6 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from agentrl.util.openmp_env import short_spin_unless_chosen, wait_policy
+
+os.environ.update(short_spin_unless_chosen(os.environ))  # the agentrl command's OpenMP wait policy, before torch
 
 import torch
 from gemm_layouts import layout_rates, model_matmul_shapes, product_calls
@@ -276,9 +279,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"profile_{args.profile_dtype}_decode": profiles,
         "machine": {
             **hw,
-            "threads": args.threads,
             "cpu_count": os.cpu_count(),
             "load_avg": os.getloadavg(),
+            "openmp": wait_policy(os.environ),
             "processor": platform.processor() or platform.machine(),
             "torch": torch.__version__,
         },
@@ -309,12 +312,9 @@ def _dtypes_worth_running(hw: dict[str, Any], args: argparse.Namespace) -> list[
     tens of times slower: a bf16 SmolLM2 update would take hours); ``--bf16 always|never`` decides instead."""
     ratio = hw["bf16_over_fp32"][f"{args.gemm}^3"]
     slow = ratio < 1.0
-    hw["bf16_skip_reason"] = (
-        f"bf16 GEMM runs at {ratio:.3f}x fp32 on this CPU "
-        f"({torch.backends.cpu.get_cpu_capability()}); --bf16 always runs it anyway"
-        if slow
-        else "--bf16 never"
-    )
+    capability = torch.backends.cpu.get_cpu_capability()
+    why = f"bf16 GEMM runs at {ratio:.3f}x fp32 on this CPU ({capability}); --bf16 always runs it anyway"
+    hw["bf16_skip_reason"] = why if slow else "--bf16 never"
     run_bf16 = args.bf16 == "always" or (args.bf16 == "auto" and not slow)
     return ["fp32", "bf16"] if run_bf16 else ["fp32"]
 

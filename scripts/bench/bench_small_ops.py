@@ -1,29 +1,36 @@
 #!/usr/bin/env python
 """Decode steps on SGLang's CPU kernels with small calls run alone against every call on the OpenMP team, as JSON.
 
-The embedded engine runs norms, SiLU-and-mul and decode attention over a few rows on the calling thread alone
-(``agentrl/engines/embedded/omp_team.py``, thresholds in ``sglang_kernels.py``): under ``OMP_WAIT_POLICY=PASSIVE``
-a parallel region's wake-up costs more than such a call's work. Both forms here run the same bare decode steps
-(``ModelRunner.decode`` and sampling, the same prompts and draws) in one process, alternating, so a machine whose
-wake-up cost wanders through the day still compares them fairly; ``before_over_after`` is the median step of the
-whole-team form over the median of the engine's form.
+Where OpenMP's team sleeps between regions (``OMP_WAIT_POLICY=PASSIVE``) the embedded engine runs norms, SiLU-and-mul
+and decode attention over a few rows on the calling thread alone (``agentrl/engines/embedded/omp_team.py``,
+thresholds in ``sglang_kernels.py``): a region's wake-up costs more than such a call's work. Under the ``agentrl``
+command's short spin it does not; this bench runs them alone under either policy, to show which pays. Both forms
+run the same bare decode steps (``ModelRunner.decode`` and sampling, the same prompts and draws) in one process,
+alternating, so a machine whose wake-up cost wanders still compares them fairly; ``before_over_after`` is the
+median step of the whole-team form over the median of the alone form.
 
-Usage: OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/bench/bench_small_ops.py --model models/smollm2-135m-instruct
-[--batches 1 8 24] [--pairs 8] [--out small_ops.json]; ``--quick``: a tiny random Llama (for the test).
+Usage: [OMP_WAIT_POLICY=PASSIVE] .venv/bin/python scripts/bench/bench_small_ops.py --model
+models/smollm2-135m-instruct [--batches 1 8 24] [--pairs 8] [--out small_ops.json]; ``--quick``: a tiny random Llama.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
 from typing import Any
 
+from agentrl.util.openmp_env import short_spin_unless_chosen, wait_policy
+
+os.environ.update(short_spin_unless_chosen(os.environ))  # the agentrl command's OpenMP wait policy, before torch
+
 import torch
 
 import agentrl.engines.embedded.sglang_kernels as sglang_kernels
+from agentrl.engines.embedded.omp_team import OmpTeam
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
 
@@ -97,7 +104,13 @@ def main() -> int:
     if runner.lean is None or runner.lean.kernels is None:
         print(f"SGLang's CPU kernels do not run here: {runner.kernels_problem}", file=sys.stderr)
         return 2
-    report = {"settings": vars(args), "thresholds": ALONE, "batches": [compare(runner, b, args) for b in args.batches]}
+    runner.lean.kernels.team = OmpTeam(sleeps=True)  # the alone form runs alone whatever the wait policy
+    report = {
+        "settings": vars(args),
+        "openmp": wait_policy(os.environ),
+        "thresholds": ALONE,
+        "batches": [compare(runner, b, args) for b in args.batches],
+    }
     text = json.dumps(report, indent=1)
     if args.out:
         with open(args.out, "w") as out:

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentrl.util.openmp_env import short_spin_unless_chosen
+
 QUIET = ["logging.progress=false", "logging.wandb_mode=disabled"]
 
 
@@ -34,10 +36,11 @@ def peak_rss_gb() -> float:
 
 
 def worker_env() -> dict[str, str]:
-    """The environment of a worker: passive OpenMP waits (as scripts/quickstart.sh) and quiet tokenizers."""
+    """The environment of a worker: the agentrl command's OpenMP wait policy and quiet tokenizers."""
+    env = dict(os.environ)
+    env.update(short_spin_unless_chosen(env))
     return {
-        **os.environ,
-        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+        **env,
         "TOKENIZERS_PARALLELISM": "false",
         "PYTHONUNBUFFERED": "1",
     }

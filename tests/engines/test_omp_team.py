@@ -1,5 +1,6 @@
-"""``OmpTeam.alone``: the calling thread's OpenMP team is one thread during the call and its old size after, also
-when the call raises; other threads keep their team."""
+"""``OmpTeam.alone``: where the team sleeps between regions, the calling thread's OpenMP team is one thread during
+the call and its old size after, also when the call raises, and other threads keep their team; where it spins, the
+call keeps the team."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 
 from agentrl.engines.embedded.omp_team import OmpTeam
 
-TEAM = OmpTeam()
+TEAM = OmpTeam(sleeps=True)
 
 
 @pytest.fixture(autouse=True)
@@ -51,3 +52,14 @@ def test_another_thread_keeps_its_team_meanwhile() -> None:
 
     assert TEAM.alone(inside) == 1
     assert seen == [2]
+
+
+def test_a_spinning_team_keeps_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert OmpTeam(sleeps=False).alone(torch.get_num_threads) == 2
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert not OmpTeam().sleeps  # the agentrl command's short spin
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    assert OmpTeam().sleeps
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "0")
+    assert OmpTeam().sleeps

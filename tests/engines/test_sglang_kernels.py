@@ -10,7 +10,6 @@ with AVX512-BF16. Elsewhere these tests skip naming why; under CI=true on such a
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 
 import pytest
@@ -18,32 +17,25 @@ import torch
 from pydantic import ValidationError
 
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
+from agentrl.engines.embedded.omp_team import OmpTeam
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.sglang_kernels import (
-    REQUIRED_CPU_FLAGS,
-    _cpu_flags,
     decode_token_table,
-    kernels_problem,
     token_pool,
 )
 from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineConfigError
+from tests.engines.kernels_here import require_sglang_cpu_kernels
 from tests.engines.test_lean_forward import _model
 
 CPU = torch.device("cpu")
-PROBLEM = kernels_problem(torch.bfloat16, CPU)
 # shapes the packed matmul takes (out features a multiple of 16, in features of 32)
 FITS = dict(vocab_size=320, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
 
 
 @pytest.fixture(autouse=True)
 def _kernels_here() -> None:
-    if PROBLEM is None:
-        return
-    cpu_fits = all(flag in _cpu_flags() for flag in REQUIRED_CPU_FLAGS)
-    if os.environ.get("CI") == "true" and cpu_fits:
-        pytest.fail(f"CI=true on a CPU with {REQUIRED_CPU_FLAGS} but SGLang's CPU kernels do not run: {PROBLEM}")
-    pytest.skip(f"SGLang's CPU kernels do not run here: {PROBLEM}")
+    require_sglang_cpu_kernels()
 
 
 def _runner(model: torch.nn.Module, kernels: str) -> ModelRunner:
@@ -169,8 +161,9 @@ def test_a_single_decode_row_attends_on_the_kernel_at_any_window_length() -> Non
 
 
 def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Norms, SiLU-and-mul and decode attention over a few rows run on the calling thread alone (no team to wake),
-    the matmuls on the whole team; with every call on the whole team the logits are the same, bit for bit."""
+    """Where the team sleeps between regions, norms, SiLU-and-mul and decode attention over a few rows run on the
+    calling thread alone (no team to wake), the matmuls on the whole team; with every call on the whole team the
+    logits are the same, bit for bit. Where it spins, every call keeps the team."""
     import agentrl.engines.embedded.sglang_kernels as sglang_kernels
 
     team = torch.get_num_threads()
@@ -184,10 +177,11 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
             op = getattr(torch.ops.sgl_kernel, name)
             return lambda *args: seen.setdefault(name, set()).add(torch.get_num_threads()) or op(*args)
 
-    def recording_runner() -> ModelRunner:
+    def recording_runner(sleeps: bool = True) -> ModelRunner:
         seen.clear()
         runner = _runner(copy.deepcopy(model), "sglang")
         runner.lean.kernels._ops = RecordingOps()
+        runner.lean.kernels.team = OmpTeam(sleeps=sleeps)
         return runner
 
     def forced_and_seen() -> tuple[list[torch.Tensor], dict[str, set[int]]]:
@@ -203,6 +197,8 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
     assert all(seen_alone[op] == {1} for op in small_ops), seen_alone
     assert seen_alone["weight_packed_linear"] == {team}
     assert torch.get_num_threads() == team  # restored after every call
+    _forced(recording_runner(sleeps=False))
+    assert all(seen[op] == {team} for op in small_ops), seen
     monkeypatch.setattr(sglang_kernels, "ALONE_MAX_ELEMENTS", 0)
     monkeypatch.setattr(sglang_kernels, "ALONE_MAX_ATTENTION_MACS", 0)
     whole_team, seen_team = forced_and_seen()

@@ -1,10 +1,10 @@
 """Run one small op on the calling thread alone: no OpenMP team to wake for a few microseconds of work.
 
-Under ``OMP_WAIT_POLICY=PASSIVE`` (the ``agentrl`` command's default, so that sandboxed graders get the cores)
-every parallel region wakes the sleeping team, a fixed cost per op whatever its size. Measured on a 2-core
-AVX512-BF16 EPYC with SGLang's CPU kernels: a fused residual-add + RMSNorm over 24 rows took 14.6 µs on two
-threads and 3.4 µs on one; decode attention for one row over 64 tokens 46 µs against 10. The thresholds where
-two threads win again are in ``sglang_kernels.py`` (docs/results/memory-and-speed.md).
+Where the team sleeps between parallel regions (``OMP_WAIT_POLICY=PASSIVE``; under the ``agentrl`` command's
+short spin, after about 15 µs idle) a region wakes it, a fixed cost per op whatever its size. Measured under
+PASSIVE on a 2-core AVX512-BF16 EPYC with SGLang's CPU kernels: a fused residual-add + RMSNorm over 24 rows took
+14.6 µs on two threads and 3.4 µs on one; decode attention for one row over 64 tokens 46 µs against 10. The
+thresholds where two threads win again are in ``sglang_kernels.py`` (docs/results/memory-and-speed.md).
 
 ``omp_set_num_threads`` sets the team size of the calling thread only (OpenMP's per-thread ICV).
 ``torch.set_num_threads`` would also change torch's process-wide default, which threads started later copy,
@@ -14,8 +14,11 @@ and clear oneDNN's primitive cache, both of which the trainer shares.
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable
 from typing import TypeVar
+
+from agentrl.util.openmp_env import team_sleeps_at_once
 
 Result = TypeVar("Result")
 
@@ -23,11 +26,13 @@ Result = TypeVar("Result")
 class OmpTeam:
     """The calling thread's OpenMP team size, lowered to one around a call (``alone``).
 
-    Without an OpenMP runtime in the process (a torch built without it), ``alone`` just calls: there is no
-    team to wake.
+    ``alone`` just calls where the team spins between regions (``sleeps`` False; by default read from the wait
+    policy the process started with): lowering it then only lets it fall asleep. Without an OpenMP runtime in the
+    process (a torch built without it) it just calls too: there is no team to wake.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, sleeps: bool | None = None) -> None:
+        self.sleeps = team_sleeps_at_once(os.environ) if sleeps is None else sleeps
         try:  # torch loads its libgomp globally: its symbols resolve from the process
             process = ctypes.CDLL(None)
         except (OSError, TypeError):  # a platform without dlopen(NULL) (Windows)
@@ -45,7 +50,7 @@ class OmpTeam:
     def alone(self, op: Callable[..., Result], *args: object) -> Result:
         """``op(*args)`` with this thread's parallel regions run by this thread alone; the team size is restored
         after, also when ``op`` raises."""
-        if self._set is None or self._get is None:
+        if not self.sleeps or self._set is None or self._get is None:
             return op(*args)
         threads = self._get()
         if threads == 1:

@@ -156,14 +156,14 @@ class SglangCpuKernels:
     Every method is one kernel call; ``decode_attention`` attends the decode rows over the slot cache's own
     buffers, viewed as the token pool the kernel expects (no copy). Calls too small to repay waking the OpenMP
     team (``ALONE_MAX_ELEMENTS``, ``ALONE_MAX_ATTENTION_ROWS``, ``ALONE_MAX_ATTENTION_MACS``) run on the calling
-    thread alone; the matmuls always take the whole team (one row's weights stream at 35 µs a call on two threads,
-    42 on one).
+    thread alone where the team sleeps between regions (``team``: ``OmpTeam``); the matmuls always take the whole
+    team (one row's weights stream at 35 µs a call on two threads, 42 on one).
     """
 
     def __init__(self) -> None:
         self._ops = torch.ops.sgl_kernel
         self._attn_logits = torch.empty(0, dtype=torch.float32)
-        self._team = OmpTeam()
+        self.team = OmpTeam()
 
     def pack(self, weight: torch.Tensor) -> torch.Tensor:
         """``weight [out, in]`` in the VNNI layout ``linear`` reads (a copy)."""
@@ -177,20 +177,20 @@ class SglangCpuKernels:
     def rms_norm(self, x_td: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         """RMSNorm of each row, normalised in float32."""
         if _alone_rows(x_td):
-            return self._team.alone(self._ops.rmsnorm_cpu, x_td, weight, eps)
+            return self.team.alone(self._ops.rmsnorm_cpu, x_td, weight, eps)
         return self._ops.rmsnorm_cpu(x_td, weight, eps)
 
     def add_rms_norm(self, delta_td: torch.Tensor, residual_td: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
         """In place: ``residual += delta`` (rounded to bf16), then ``delta = rms_norm(residual) * weight``."""
         if _alone_rows(delta_td):
-            self._team.alone(self._ops.fused_add_rmsnorm_cpu, delta_td, residual_td, weight, eps)
+            self.team.alone(self._ops.fused_add_rmsnorm_cpu, delta_td, residual_td, weight, eps)
         else:
             self._ops.fused_add_rmsnorm_cpu(delta_td, residual_td, weight, eps)
 
     def silu_and_mul(self, gate_up_td: torch.Tensor) -> torch.Tensor:
         """``silu(gate) * up`` for ``gate_up = [gate | up]``, in float32, rounded once."""
         if _alone_rows(gate_up_td):
-            return self._team.alone(self._ops.silu_and_mul_cpu, gate_up_td)
+            return self.team.alone(self._ops.silu_and_mul_cpu, gate_up_td)
         return self._ops.silu_and_mul_cpu(gate_up_td)
 
     def decode_attention(
@@ -216,7 +216,7 @@ class SglangCpuKernels:
             self._attn_logits[:rows], table.tokens, table.rows, table.seq_lens, scale, 0.0, False, -1, None, None,
         )  # fmt: skip
         if rows <= ALONE_MAX_ATTENTION_ROWS and rows * table.tokens.shape[1] * heads * dim <= ALONE_MAX_ATTENTION_MACS:
-            self._team.alone(self._ops.decode_attention_cpu, *args)
+            self.team.alone(self._ops.decode_attention_cpu, *args)
         else:
             self._ops.decode_attention_cpu(*args)
         return out
