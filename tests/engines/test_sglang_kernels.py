@@ -194,6 +194,7 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
     assert seen["decode_attention_cpu"] == {team}
     alone, seen_alone = forced_and_seen()
     small_ops = ("rmsnorm_cpu", "fused_add_rmsnorm_cpu", "silu_and_mul_cpu", "decode_attention_cpu")
+    small_ops += ("rotary_embedding_cpu",)
     assert all(seen_alone[op] == {1} for op in small_ops), seen_alone
     assert seen_alone["weight_packed_linear"] == {team}
     assert torch.get_num_threads() == team  # restored after every call

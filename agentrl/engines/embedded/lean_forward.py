@@ -114,6 +114,9 @@ class LeanForward:
         self.scaling = float(attn.scaling)
         self.qk_norm = hasattr(attn, "q_norm")
         self._cos, self._sin_signed = self._rope_tables(max_seq_len)
+        # SGLang's rotary kernel reads [positions, cos half | sin half] (neox style, as HF's rotate_half)
+        half = self.head_dim // 2
+        self._cos_sin = torch.cat((self._cos[:, :half], self._sin_signed[:, half:]), dim=-1)
         pack = kernels.pack if kernels is not None else (pack_onednn if self.pack_weights else None)
         self._layers = [LayerWeights(layer, self.heads, self.kv_heads, pack) for layer in model.model.layers]
         self._capture_model_tensors()
@@ -172,13 +175,13 @@ class LeanForward:
         if layout.new_rows:
             self.refresh()  # rows join rarely: the cheap moment to follow re-pointed parameters
         t, dim = ids.shape[0], self.head_dim
+        x_td = F.embedding(ids, self._embed)
+        if self.kernels is not None:
+            return self._kernel_layers(x_td, layout, cache)
         rope = (
             self._cos.index_select(0, layout.positions).view(t, 1, dim),
             self._sin_signed.index_select(0, layout.positions).view(t, 1, dim),
         )
-        x_td = F.embedding(ids, self._embed)
-        if self.kernels is not None:  # (SGLang's rotary kernel was not faster at decode sizes: torch's form stays)
-            return self._kernel_layers(x_td, layout, cache, rope)
         left = t <= self.weight_left_rows
         for i, lw in enumerate(self._layers):
             h_td = hf_rms_norm(x_td, lw.in_norm, lw.in_eps)
@@ -195,9 +198,7 @@ class LeanForward:
         left = last_nd.shape[0] <= self.weight_left_rows
         return _project(head_in, self._head_weight, self._head_bias, self._head_packed, left=left)
 
-    def _kernel_layers(
-        self, x_td: torch.Tensor, layout: StepLayout, cache: SlotKVCache, rope: tuple[torch.Tensor, torch.Tensor]
-    ) -> torch.Tensor:
+    def _kernel_layers(self, x_td: torch.Tensor, layout: StepLayout, cache: SlotKVCache) -> torch.Tensor:
         """The step's layers and head on SGLang's kernels: ``x_td`` holds the residual stream, updated in place by
         each fused residual-add + RMSNorm, whose normalised output feeds the next projection."""
         kernels = self.kernels
@@ -206,8 +207,8 @@ class LeanForward:
         h_td = kernels.rms_norm(x_td, layers[0].in_norm, layers[0].in_eps)
         for i, lw in enumerate(layers):
             qk_thd, v_thd = self._split_heads(lw, kernels.linear(h_td, lw.qkv_packed.get(), lw.qkv_bias))
-            qk_thd = self._rotate(qk_thd, rope)
-            out_td = self._attention(i, qk_thd[:, : self.heads], qk_thd[:, self.heads :], v_thd, layout, cache, table)
+            q_thd, k_thd = kernels.rotate(layout.positions, qk_thd, self.heads, self._cos_sin)
+            out_td = self._attention(i, q_thd, k_thd, v_thd, layout, cache, table)
             h_td = kernels.linear(out_td, lw.o_packed.get(), lw.o_bias)
             kernels.add_rms_norm(h_td, x_td, lw.post_norm, lw.post_eps)
             gate_up = kernels.linear(h_td, lw.gate_up_packed.get(), lw.gate_up_bias)
