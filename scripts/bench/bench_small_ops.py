@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Decode steps on SGLang's CPU kernels with small calls run alone against every call on the OpenMP team, as JSON.
 
-Where OpenMP's team sleeps between regions (``OMP_WAIT_POLICY=PASSIVE``) the embedded engine runs norms, SiLU-and-mul
-and decode attention over a few rows on the calling thread alone (``agentrl/engines/embedded/omp_team.py``,
+Where OpenMP's team sleeps between regions (``OMP_WAIT_POLICY=PASSIVE``) the embedded engine runs norms, SiLU-and-mul,
+rotary and decode attention over a few rows on the calling thread alone (``agentrl/engines/embedded/omp_team.py``,
 thresholds in ``sglang_kernels.py``): a region's wake-up costs more than such a call's work. Under the ``agentrl``
 command's short spin it does not; this bench runs them alone under either policy, to show which pays. Both forms
 run the same bare decode steps (``ModelRunner.decode`` and sampling, the same prompts and draws) in one process,
