@@ -26,7 +26,8 @@ async def timed_generate(engine: EmbeddedEngine, prompts: list[list[int]], new_t
 def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argparse.Namespace) -> dict[str, Any]:
     """Where a decode step's time goes, at ``batch`` rows.
 
-    ``engine_step_ms``: a step through the engine (scheduler thread, sampling, bookkeeping);
+    ``engine_step_ms``: a step through the engine (scheduler thread, sampling, bookkeeping), from the best of three
+    one-token and ``new_tokens`` generates;
     ``bare_step_ms``: the same forward + sampling driven directly (``ModelRunner.decode`` + ``sample_tokens``),
     so the difference is the scheduler's per-step Python; ``op_share``: the profiler's self CPU time per op
     family over the bare steps' wall time (``all_ops`` below 1: Python between the ops); ``top_ops``: the ten
@@ -44,9 +45,11 @@ def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argpars
 
     async def through_engine() -> float:
         await timed_generate(engine, prompts, 4)
-        base, _ = await timed_generate(engine, prompts, 1)
-        full, _ = await timed_generate(engine, prompts, args.new_tokens)
-        return (full - base) / (args.new_tokens - 1)
+        bases, fulls = [], []
+        for _ in range(max(3, args.repeats)):  # best of each: one pair's difference can be noise (negative, --quick)
+            bases.append((await timed_generate(engine, prompts, 1))[0])
+            fulls.append((await timed_generate(engine, prompts, args.new_tokens))[0])
+        return (min(fulls) - min(bases)) / (args.new_tokens - 1)
 
     try:
         engine_step_s = asyncio.run(through_engine())
