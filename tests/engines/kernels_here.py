@@ -8,7 +8,8 @@ import os
 import pytest
 import torch
 
-from agentrl.engines.embedded.sglang_kernels import REQUIRED_CPU_FLAGS, _cpu_flags, kernels_problem
+from agentrl.engines.embedded.sglang_kernels import REQUIRED_CPU_FLAGS, kernels_problem
+from agentrl.util.cpu_flags import cpu_flags
 
 KERNELS_PROBLEM = kernels_problem(torch.bfloat16, torch.device("cpu"))
 
@@ -17,7 +18,21 @@ def require_sglang_cpu_kernels() -> None:
     """Return where the kernels run; otherwise skip, or fail under CI=true on a CPU that fits them."""
     if KERNELS_PROBLEM is None:
         return
-    if os.environ.get("CI") == "true" and all(flag in _cpu_flags() for flag in REQUIRED_CPU_FLAGS):
+    if os.environ.get("CI") == "true" and all(flag in cpu_flags() for flag in REQUIRED_CPU_FLAGS):
         problem = KERNELS_PROBLEM
         pytest.fail(f"CI=true on a CPU with {REQUIRED_CPU_FLAGS} but SGLang's CPU kernels do not run: {problem}")
     pytest.skip(f"SGLang's CPU kernels do not run here: {KERNELS_PROBLEM}")
+
+
+def require_native_attention() -> None:
+    """Return where agentrl's decode attention kernel runs; otherwise skip, or fail under CI=true on a CPU that fits
+    it (there a missing compiler or a failed build is a setup defect)."""
+    from agentrl.engines.embedded.native_attention import REQUIRED_CPU_FLAGS as NEEDED
+    from agentrl.engines.embedded.native_attention import attention_problem
+
+    problem = attention_problem()
+    if problem is None:
+        return
+    if os.environ.get("CI") == "true" and all(flag in cpu_flags() for flag in NEEDED):
+        pytest.fail(f"CI=true on a CPU with {NEEDED} but agentrl's decode attention does not run: {problem}")
+    pytest.skip(f"agentrl's decode attention does not run here: {problem}")

@@ -10,7 +10,9 @@ with AVX512-BF16. Elsewhere these tests skip naming why; under CI=true on such a
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -38,8 +40,8 @@ def _kernels_here() -> None:
     require_sglang_cpu_kernels()
 
 
-def _runner(model: torch.nn.Module, kernels: str) -> ModelRunner:
-    runner = ModelRunner(model, max_seq_len=256, cpu_kernels=kernels)
+def _runner(model: torch.nn.Module, kernels: str, attention: str = "auto") -> ModelRunner:
+    runner = ModelRunner(model, max_seq_len=256, cpu_kernels=kernels, cpu_attention=attention)
     assert runner.lean is not None
     assert (runner.lean.kernels is not None) == (kernels == "sglang"), runner.kernels_problem
     return runner
@@ -68,13 +70,17 @@ def _gap(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max((x - y).abs().max().item() for x, y in zip(a, b))
 
 
+@pytest.mark.parametrize("attention", ["sglang", "agentrl"])
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
-def test_kernel_forward_is_as_close_to_float32_as_torch_bf16(kind: str) -> None:
-    model = _model(kind, **FITS)  # qwen2: q/k/v biases through the packed matmul; qwen3: per-head q/k norms
+def test_kernel_forward_is_as_close_to_float32_as_torch_bf16(kind: str, attention: str) -> None:
+    # qwen2: q/k/v biases through the packed matmul; qwen3: per-head q/k norms; head_dim 64 (agentrl's kernel takes it)
+    model = _model(kind, **{**FITS, "hidden_size": 256, "head_dim": 64})
     reference = _forced(_runner(model, "torch"))
     bf16 = model.to(torch.bfloat16)
     torch_gap = _gap(_forced(_runner(bf16, "torch")), reference)
-    kernel_gap = _gap(_forced(_runner(bf16, "sglang")), reference)
+    runner = _runner(bf16, "sglang", attention)
+    assert runner.lean.kernels.native_attention == (attention == "agentrl")
+    kernel_gap = _gap(_forced(runner), reference)
     # measured on these shapes: both 0.003-0.006 nats; the token table off by one column gave 0.12-0.14
     assert kernel_gap <= 2 * torch_gap + 0.005, (kernel_gap, torch_gap)
 
@@ -160,26 +166,34 @@ def test_a_single_decode_row_attends_on_the_kernel_at_any_window_length() -> Non
         assert _gap(kernel_out, reference) <= 2 * _gap(torch_out, reference) + 0.005
 
 
-def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("attention", ["sglang", "agentrl"])
+def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.MonkeyPatch, attention: str) -> None:
     """Where the team sleeps between regions, norms, SiLU-and-mul and decode attention over a few rows run on the
     calling thread alone (no team to wake), the matmuls on the whole team; with every call on the whole team the
     logits are the same, bit for bit. Where it spins, every call keeps the team."""
     import agentrl.engines.embedded.sglang_kernels as sglang_kernels
+    from agentrl.engines.embedded import native_attention
 
     team = torch.get_num_threads()
     if team < 2:
         pytest.skip("one intra-op thread: every call runs alone anyway")
-    model = _model("qwen3", **FITS).to(torch.bfloat16)
+    model = _model("qwen3", **{**FITS, "head_dim": 64}).to(torch.bfloat16)
     seen: dict[str, set[int]] = {}
 
-    class RecordingOps:  # the real ops, each call noting the team size it ran with
+    def recorded(name: str, op: Callable[..., object]) -> Callable[..., object]:  # the real op, noting its team size
+        return lambda *args: seen.setdefault(name, set()).add(torch.get_num_threads()) or op(*args)
+
+    class RecordingOps:
         def __getattr__(self, name: str) -> object:
-            op = getattr(torch.ops.sgl_kernel, name)
-            return lambda *args: seen.setdefault(name, set()).add(torch.get_num_threads()) or op(*args)
+            return recorded(name, getattr(torch.ops.sgl_kernel, name))
+
+    recording_attention = SimpleNamespace(decode_attention=recorded("agentrl", native_attention.decode_attention))
+    monkeypatch.setattr(sglang_kernels, "native_attention", recording_attention)
+    attention_op = "decode_attention_cpu" if attention == "sglang" else "agentrl"
 
     def recording_runner(sleeps: bool = True) -> ModelRunner:
         seen.clear()
-        runner = _runner(copy.deepcopy(model), "sglang")
+        runner = _runner(copy.deepcopy(model), "sglang", attention)
         runner.lean.kernels._ops = RecordingOps()
         runner.lean.kernels.team = OmpTeam(sleeps=sleeps)
         return runner
@@ -191,10 +205,9 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
     rows = sglang_kernels.ALONE_MAX_ATTENTION_ROWS + 1
     many.prefill([[3, 1, 4]] * rows)
     many.decode([5] * rows)
-    assert seen["decode_attention_cpu"] == {team}
+    assert seen[attention_op] == {team}
     alone, seen_alone = forced_and_seen()
-    small_ops = ("rmsnorm_cpu", "fused_add_rmsnorm_cpu", "silu_and_mul_cpu", "decode_attention_cpu")
-    small_ops += ("rotary_embedding_cpu",)
+    small_ops = ("rmsnorm_cpu", "fused_add_rmsnorm_cpu", "silu_and_mul_cpu", attention_op, "rotary_embedding_cpu")
     assert all(seen_alone[op] == {1} for op in small_ops), seen_alone
     assert seen_alone["weight_packed_linear"] == {team}
     assert torch.get_num_threads() == team  # restored after every call

@@ -23,8 +23,10 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from agentrl.engines.embedded import native_attention
 from agentrl.engines.embedded.layer_weights import hf_rms_norm
 from agentrl.engines.embedded.omp_team import OmpTeam
+from agentrl.util.cpu_flags import cpu_flags
 
 # the kernels use these instructions unconditionally: loading the library elsewhere dies with SIGILL
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
@@ -39,15 +41,6 @@ ALONE_MAX_ELEMENTS = 1 << 17
 # 24 rows (7 µs a layer slower over 40 tokens, 25 over 64), where the team splits the rows well
 ALONE_MAX_ATTENTION_ROWS = 12
 ALONE_MAX_ATTENTION_MACS = 800_000
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
 
 
 def _library_path() -> Path | None:
@@ -65,7 +58,7 @@ def _library_path() -> Path | None:
 @functools.lru_cache(maxsize=1)
 def _load() -> str | None:
     """Load the op library once per process; None when loaded, else why not."""
-    missing = [f for f in REQUIRED_CPU_FLAGS if f not in _cpu_flags()]
+    missing = [f for f in REQUIRED_CPU_FLAGS if f not in cpu_flags()]
     if missing:
         return f"this CPU lacks {', '.join(missing)}, which SGLang's CPU kernels need"
     if hasattr(torch.ops.sgl_kernel, "decode_attention_cpu"):
@@ -160,8 +153,10 @@ class SglangCpuKernels:
     team (one row's weights stream at 35 µs a call on two threads, 42 on one).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, native_attention: bool = False) -> None:
         self._ops = torch.ops.sgl_kernel
+        # decode attention on agentrl's kernel (native_attention.py; the caller checked it runs) instead of SGLang's
+        self.native_attention = native_attention
         self._attn_logits = torch.empty(0, dtype=torch.float32)
         self.team = OmpTeam()
 
@@ -217,8 +212,17 @@ class SglangCpuKernels:
         """Each decode row's query heads ``[R, heads, dim]`` over its cached tokens; ``keys``/``values`` are one
         layer's ``[rows_cap, kv_heads, cols_cap, dim]`` buffers. ``new_kv``: the rows' new keys and values
         ``[R, kv_heads, dim]``, which the kernel stores at ``table.new_token`` before attending (else they are in the
-        cache already). One KV split: measured fastest at every size tried on 2 cores."""
+        cache already). On agentrl's kernel where ``native_attention`` (no token table read), else SGLang's with one KV
+        split (measured fastest at every size tried on 2 cores)."""
         rows, heads, dim = q_rhd.shape
+        alone = (
+            rows <= ALONE_MAX_ATTENTION_ROWS and rows * table.tokens.shape[1] * heads * dim <= ALONE_MAX_ATTENTION_MACS
+        )
+        if self.native_attention:
+            args = (q_rhd, keys, values, table.seq_lens, table.write_col, scale, new_kv)
+            if alone:
+                return self.team.alone(native_attention.decode_attention, *args)
+            return native_attention.decode_attention(*args)
         if self._attn_logits.shape[0] < rows or self._attn_logits.shape[1] != heads:
             self._attn_logits = torch.empty(rows, heads, 1, dim + 1, dtype=torch.float32)
         out = q_rhd.new_empty(rows, heads, dim)
@@ -227,7 +231,7 @@ class SglangCpuKernels:
             q_rhd, token_pool(keys), token_pool(values), out, new_k, new_v, table.new_token,
             self._attn_logits[:rows], table.tokens, table.rows, table.seq_lens, scale, 0.0, False, -1, None, None,
         )  # fmt: skip
-        if rows <= ALONE_MAX_ATTENTION_ROWS and rows * table.tokens.shape[1] * heads * dim <= ALONE_MAX_ATTENTION_MACS:
+        if alone:
             self.team.alone(self._ops.decode_attention_cpu, *args)
         else:
             self._ops.decode_attention_cpu(*args)
@@ -247,6 +251,7 @@ class DecodeTable(NamedTuple):
     seq_lens: torch.Tensor  # [R]: tokens per row, the new one included
     rows: torch.Tensor  # [R]: row r's line in ``tokens`` (``req_pool_indices``)
     new_token: torch.Tensor  # [R]: pool token of each row's new token (``out_cache_loc``)
+    write_col: int  # the cache column of every row's new token (agentrl's kernel reads the slot cache directly)
 
 
 def token_pool(buffer: torch.Tensor) -> torch.Tensor:
@@ -273,4 +278,4 @@ def decode_token_table(
     rows = torch.arange(positions_r.shape[0])
     first = rows * (kv_heads * cols_cap) + (write_col - positions_r)
     tokens = (first[:, None] + torch.arange(width)[None, :]).to(torch.int32)
-    return DecodeTable(tokens, positions_r + 1, rows, first + positions_r)
+    return DecodeTable(tokens, positions_r + 1, rows, first + positions_r, write_col)
