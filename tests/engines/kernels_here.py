@@ -24,15 +24,15 @@ def require_sglang_cpu_kernels() -> None:
     pytest.skip(f"SGLang's CPU kernels do not run here: {KERNELS_PROBLEM}")
 
 
-def require_native_attention() -> None:
-    """Return where agentrl's decode attention kernel runs; otherwise skip, or fail under CI=true on a CPU that fits
-    it (there a missing compiler or a failed build is a setup defect)."""
-    from agentrl.engines.embedded.native_attention import REQUIRED_CPU_FLAGS as NEEDED
-    from agentrl.engines.embedded.native_attention import attention_problem
+def require_native_kernels() -> None:
+    """Return where agentrl's own CPU kernels run; otherwise skip, or fail under CI=true on a CPU that fits them
+    (there a missing compiler or a failed build is a setup defect)."""
+    from agentrl.engines.embedded.native_kernels import REQUIRED_CPU_FLAGS as NEEDED
+    from agentrl.engines.embedded.native_kernels import native_problem
 
-    problem = attention_problem()
+    problem = native_problem()
     if problem is None:
         return
     if os.environ.get("CI") == "true" and all(flag in cpu_flags() for flag in NEEDED):
-        pytest.fail(f"CI=true on a CPU with {NEEDED} but agentrl's decode attention does not run: {problem}")
-    pytest.skip(f"agentrl's decode attention does not run here: {problem}")
+        pytest.fail(f"CI=true on a CPU with {NEEDED} but agentrl's own CPU kernels do not run: {problem}")
+    pytest.skip(f"agentrl's own CPU kernels do not run here: {problem}")

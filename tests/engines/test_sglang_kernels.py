@@ -40,8 +40,8 @@ def _kernels_here() -> None:
     require_sglang_cpu_kernels()
 
 
-def _runner(model: torch.nn.Module, kernels: str, attention: str = "auto") -> ModelRunner:
-    runner = ModelRunner(model, max_seq_len=256, cpu_kernels=kernels, cpu_attention=attention)
+def _runner(model: torch.nn.Module, kernels: str, native: str = "auto") -> ModelRunner:
+    runner = ModelRunner(model, max_seq_len=256, cpu_kernels=kernels, native_kernels=native)
     assert runner.lean is not None
     assert (runner.lean.kernels is not None) == (kernels == "sglang"), runner.kernels_problem
     return runner
@@ -70,16 +70,17 @@ def _gap(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max((x - y).abs().max().item() for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("attention", ["sglang", "agentrl"])
+@pytest.mark.parametrize("native", ["off", "on"])
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
-def test_kernel_forward_is_as_close_to_float32_as_torch_bf16(kind: str, attention: str) -> None:
+def test_kernel_forward_is_as_close_to_float32_as_torch_bf16(kind: str, native: str) -> None:
     # qwen2: q/k/v biases through the packed matmul; qwen3: per-head q/k norms; head_dim 64 (agentrl's kernel takes it)
     model = _model(kind, **{**FITS, "hidden_size": 256, "head_dim": 64})
     reference = _forced(_runner(model, "torch"))
     bf16 = model.to(torch.bfloat16)
     torch_gap = _gap(_forced(_runner(bf16, "torch")), reference)
-    runner = _runner(bf16, "sglang", attention)
-    assert runner.lean.kernels.native_attention == (attention == "agentrl")
+    runner = _runner(bf16, "sglang", native)
+    assert runner.lean.kernels.native_attention == (native == "on")
+    assert runner.lean.native_loop == (native == "on")
     kernel_gap = _gap(_forced(runner), reference)
     # measured on these shapes: both 0.003-0.006 nats; the token table off by one column gave 0.12-0.14
     assert kernel_gap <= 2 * torch_gap + 0.005, (kernel_gap, torch_gap)
@@ -166,13 +167,13 @@ def test_a_single_decode_row_attends_on_the_kernel_at_any_window_length() -> Non
         assert _gap(kernel_out, reference) <= 2 * _gap(torch_out, reference) + 0.005
 
 
-@pytest.mark.parametrize("attention", ["sglang", "agentrl"])
-def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.MonkeyPatch, attention: str) -> None:
+@pytest.mark.parametrize("native", ["off", "on"])
+def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.MonkeyPatch, native: str) -> None:
     """Where the team sleeps between regions, norms, SiLU-and-mul and decode attention over a few rows run on the
     calling thread alone (no team to wake), the matmuls on the whole team; with every call on the whole team the
     logits are the same, bit for bit. Where it spins, every call keeps the team."""
     import agentrl.engines.embedded.sglang_kernels as sglang_kernels
-    from agentrl.engines.embedded import native_attention
+    from agentrl.engines.embedded import native_kernels
 
     team = torch.get_num_threads()
     if team < 2:
@@ -187,15 +188,16 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
         def __getattr__(self, name: str) -> object:
             return recorded(name, getattr(torch.ops.sgl_kernel, name))
 
-    recording_attention = SimpleNamespace(decode_attention=recorded("agentrl", native_attention.decode_attention))
-    monkeypatch.setattr(sglang_kernels, "native_attention", recording_attention)
-    attention_op = "decode_attention_cpu" if attention == "sglang" else "agentrl"
+    recording_attention = SimpleNamespace(decode_attention=recorded("agentrl", native_kernels.decode_attention))
+    monkeypatch.setattr(sglang_kernels, "native_kernels", recording_attention)
+    attention_op = "decode_attention_cpu" if native == "off" else "agentrl"
 
     def recording_runner(sleeps: bool = True) -> ModelRunner:
         seen.clear()
-        runner = _runner(copy.deepcopy(model), "sglang", attention)
+        runner = _runner(copy.deepcopy(model), "sglang", native)
         runner.lean.kernels._ops = RecordingOps()
         runner.lean.kernels.team = OmpTeam(sleeps=sleeps)
+        runner.lean.native_loop = False  # the Python loop routes each call; the C++ loop keeps the team for all
         return runner
 
     def forced_and_seen() -> tuple[list[torch.Tensor], dict[str, set[int]]]:

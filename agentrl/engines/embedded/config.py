@@ -24,7 +24,7 @@ _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 # where the lean forward's bf16 CPU operations come from (``agentrl/engines/embedded/sglang_kernels.py``)
 CpuKernels = Literal["auto", "torch", "sglang"]
-CpuAttention = Literal["auto", "agentrl", "sglang"]
+NativeKernels = Literal["auto", "on", "off"]
 
 
 class EmbeddedEngineConfig(EngineConfig):
@@ -73,12 +73,13 @@ class EmbeddedEngineConfig(EngineConfig):
         "auto: where the wheel is installed, the CPU has AVX512-BF16 and a probe matches torch; sglang: required "
         "(an error names why it cannot run); torch: never (then pack_weights applies).",
     )
-    cpu_attention: CpuAttention = Field(
+    native_kernels: NativeKernels = Field(
         "auto",
-        description="Where the lean forward runs on SGLang's CPU kernels, whose decode attention to use: agentrl's "
-        "(agentrl/engines/embedded/csrc, built with the C++ compiler on first use: 1.6-2.7x faster than SGLang's at "
-        "the engine's decode sizes on the CPU measured) or SGLang's. auto: agentrl's where it builds and a probe "
-        "matches torch, else SGLang's; agentrl: required (an error names why it cannot run); sglang: SGLang's.",
+        description="Where the lean forward runs on SGLang's CPU kernels: agentrl's own CPU kernels too "
+        "(agentrl/engines/embedded/csrc, built with the C++ compiler on first use): its decode attention (1.3-2.7x "
+        "faster than SGLang's at the engine's decode sizes on the CPU measured) and decode steps' layer loop in C++ "
+        "(the Python loop's logits, bit for bit). auto: where they build and a probe matches torch; on: required "
+        "(an error names why they cannot run); off: SGLang's attention and the Python loop.",
     )
 
     share_trainer_weights: bool = Field(

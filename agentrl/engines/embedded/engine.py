@@ -63,7 +63,7 @@ class EmbeddedEngine:
             weight_left_rows=self.config.weight_left_rows,
             pack_weights=self.config.pack_weights,
             cpu_kernels=self.config.cpu_kernels,
-            cpu_attention=self.config.cpu_attention,
+            native_kernels=self.config.native_kernels,
         )
         self.scheduler = Scheduler(
             self.runner,

@@ -81,6 +81,14 @@ class LayerWeights:
         self._q_norm, self._k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
         self._qk_weight_key = ()
 
+    @property
+    def qk_norms(self) -> tuple[torch.Tensor, torch.Tensor, float, float] | None:
+        """The per-head q and k norms' weights and epsilons (Qwen3), or None."""
+        if self._q_norm is None or self._k_norm is None:
+            return None
+        q_norm, k_norm = self._q_norm, self._k_norm
+        return q_norm.weight, k_norm.weight, float(q_norm.variance_epsilon), float(k_norm.variance_epsilon)
+
     def norm_qk_heads(self, qk_heads: torch.Tensor) -> torch.Tensor:
         """Per-head RMSNorm of q heads ``[..., :heads, :]`` and k heads ``[..., heads:, :]``.
 

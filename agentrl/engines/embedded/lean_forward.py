@@ -123,6 +123,14 @@ class LeanForward:
         self._head_packed = (
             PackedWeight(lambda: self._head_weight, lambda: (self.model.lm_head.weight,), pack) if pack else None
         )
+        # decode-only steps run their layer loop in C++ (native_kernels.py) where agentrl's kernels run: the same
+        # calls, bit for bit, without Python between them (it takes one epsilon for the layer norms, one for q/k's)
+        epsilons = {self._final_eps, *(eps for lw in self._layers for eps in (lw.in_eps, lw.post_eps))}
+        qk_epsilons = {eps for lw in self._layers for eps in (lw.qk_norms or ())[2:]}
+        self.native_loop = bool(kernels is not None and kernels.native_attention)
+        self.native_loop = self.native_loop and len(epsilons) == 1 and len(qk_epsilons) <= 1
+        self._qk_eps = next(iter(qk_epsilons), 0.0)
+        self._loop_weights: tuple[list[torch.Tensor | None], ...] | None = None  # rebuilt after refresh / drop_packed
 
     def _capture_model_tensors(self) -> None:
         inner = self.model.model
@@ -142,11 +150,13 @@ class LeanForward:
         self._capture_model_tensors()
         for packed in self._packed_weights():
             packed.validate()
+        self._loop_weights = None
 
     def drop_packed(self) -> None:
         """Free the packed weight copies (a weight update or a memory release); the next step packs again."""
         for packed in self._packed_weights():
             packed.drop()
+        self._loop_weights = None
 
     def _packed_weights(self) -> list[PackedWeight]:
         layers = [p for layer in self._layers for p in layer.packed]
@@ -201,6 +211,8 @@ class LeanForward:
     def _kernel_layers(self, x_td: torch.Tensor, layout: StepLayout, cache: SlotKVCache) -> torch.Tensor:
         """The step's layers and head on SGLang's kernels: ``x_td`` holds the residual stream, updated in place by
         each fused residual-add + RMSNorm, whose normalised output feeds the next projection."""
+        if self.native_loop and not layout.new_rows and all(keys is not None for keys in cache.keys):
+            return self._native_layers(x_td, layout, cache)
         kernels = self.kernels
         table = self._decode_table(layout, cache)
         layers = self._layers
@@ -218,6 +230,26 @@ class LeanForward:
             kernels.add_rms_norm(h_td, x_td, norm, eps)
         head_in = h_td if not layout.new_rows else h_td.index_select(0, layout.logit_index)
         return kernels.linear(head_in, self._head_packed.get(), self._head_bias)
+
+    def _native_layers(self, x_td: torch.Tensor, layout: StepLayout, cache: SlotKVCache) -> torch.Tensor:
+        """``_kernel_layers`` for a decode-only step, its loop in C++ (``csrc/decode_layers.cpp``): the same calls."""
+        if self._loop_weights is None:
+            layers = self._layers
+            self._loop_weights = (
+                [lw.in_norm for lw in layers], [lw.post_norm for lw in layers],
+                [lw.qkv_packed.get() for lw in layers], [lw.qkv_bias for lw in layers],
+                [lw.o_packed.get() for lw in layers], [lw.o_bias for lw in layers],
+                [lw.gate_up_packed.get() for lw in layers], [lw.gate_up_bias for lw in layers],
+                [lw.down_packed.get() for lw in layers], [lw.down_bias for lw in layers],
+                [lw.qk_norms[0] for lw in layers] if self.qk_norm else [],
+                [lw.qk_norms[1] for lw in layers] if self.qk_norm else [],
+            )  # fmt: skip
+        write_col = cache.end - 1 + layout.advance
+        return torch.ops.agentrl.decode_layers(
+            x_td, layout.positions, layout.positions + 1, write_col, self.scaling, self._cos_sin, self.heads,
+            self.kv_heads, self._final_eps, *self._loop_weights, self._qk_eps, cache.keys, cache.values,
+            self._final_norm, self._head_packed.get(), self._head_bias,
+        )  # fmt: skip
 
     def _decode_table(self, layout: StepLayout, cache: SlotKVCache) -> DecodeTable | None:
         """The kernel decode attention's token table and lengths for this step (None without decode rows).

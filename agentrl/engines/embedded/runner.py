@@ -12,7 +12,7 @@ import inspect
 
 import torch
 
-from agentrl.engines.embedded.config import CpuAttention, CpuKernels
+from agentrl.engines.embedded.config import CpuKernels, NativeKernels
 from agentrl.engines.embedded.kv_cache import PrefixKV, SlotKVCache
 from agentrl.engines.embedded.lean_forward import (
     LeanForward,
@@ -20,7 +20,7 @@ from agentrl.engines.embedded.lean_forward import (
     lean_support,
     projection_shapes,
 )
-from agentrl.engines.embedded.native_attention import HEAD_DIMS, attention_problem
+from agentrl.engines.embedded.native_kernels import HEAD_DIMS, native_problem
 from agentrl.engines.embedded.packed_weights import packing_problem
 from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem, shapes_problem
 from agentrl.errors import EngineConfigError
@@ -32,9 +32,9 @@ class ModelRunner:
     Llama / Qwen2 / Qwen3 models run through ``LeanForward`` (same logits, far less Python per step);
     anything else, or ``lean=False``, runs the model's own HF forward. ``lean_reason`` says why not.
     ``cpu_kernels``: the lean forward runs on SGLang's CPU kernels where they load (auto), always (sglang: an
-    error names why they cannot) or never (torch); ``kernels_problem`` says why they are not used. ``cpu_attention``:
-    on those kernels, agentrl's decode attention (native_attention.py) or SGLang's; ``attention_problem`` says why
-    agentrl's is not used.
+    error names why they cannot) or never (torch); ``kernels_problem`` says why they are not used. ``native_kernels``:
+    on those kernels, agentrl's own too (native_kernels.py: its decode attention, and decode steps' layer loop in C++)
+    where they build (auto), always (on) or never (off); ``native_problem`` says why they are not used.
     """
 
     def __init__(
@@ -47,7 +47,7 @@ class ModelRunner:
         weight_left_rows: int | None = None,
         pack_weights: bool | None = None,
         cpu_kernels: CpuKernels = "auto",
-        cpu_attention: CpuAttention = "auto",
+        native_kernels: NativeKernels = "auto",
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -71,15 +71,14 @@ class ModelRunner:
             raise EngineConfigError(
                 f"engine.cpu_kernels is sglang but {self.kernels_problem}; set engine.cpu_kernels to auto or torch"
             )
-        self.attention_problem = self._attention_problem(cpu_attention)
-        if cpu_attention == "agentrl" and self.attention_problem is not None:
+        self.native_problem = self._native_problem(native_kernels)
+        if native_kernels == "on" and self.native_problem is not None:
             raise EngineConfigError(
-                f"engine.cpu_attention is agentrl but {self.attention_problem}; set engine.cpu_attention to auto or "
-                "sglang"
+                f"engine.native_kernels is on but {self.native_problem}; set engine.native_kernels to auto or off"
             )
         kernels = None
         if self.kernels_problem is None:
-            kernels = SglangCpuKernels(native_attention=self.attention_problem is None)
+            kernels = SglangCpuKernels(native_attention=self.native_problem is None)
         self.lean = (
             LeanForward(
                 model,
@@ -103,16 +102,16 @@ class ModelRunner:
             return f"the lean forward is not used ({self.lean_reason})"
         return kernels_problem(self.dtype, self.device) or shapes_problem(projection_shapes(self.model))
 
-    def _attention_problem(self, cpu_attention: CpuAttention) -> str | None:
-        """Why decode steps do not run agentrl's attention kernel (None: they do)."""
+    def _native_problem(self, native_kernels: NativeKernels) -> str | None:
+        """Why decode steps do not run agentrl's own CPU kernels (None: they do)."""
         if self.kernels_problem is not None:
             return f"SGLang's CPU kernels are not used ({self.kernels_problem})"
-        if cpu_attention == "sglang":
-            return "engine.cpu_attention is sglang"
+        if native_kernels == "off":
+            return "engine.native_kernels is off"
         head_dim = int(self.model.model.layers[0].self_attn.head_dim)
         if head_dim not in HEAD_DIMS:
             return f"the kernel takes head_dim {HEAD_DIMS}, the model's is {head_dim}"
-        return attention_problem()
+        return native_problem()
 
     @property
     def num_rows(self) -> int:

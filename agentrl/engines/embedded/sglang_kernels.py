@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from agentrl.engines.embedded import native_attention
+from agentrl.engines.embedded import native_kernels
 from agentrl.engines.embedded.layer_weights import hf_rms_norm
 from agentrl.engines.embedded.omp_team import OmpTeam
 from agentrl.util.cpu_flags import cpu_flags
@@ -155,7 +155,7 @@ class SglangCpuKernels:
 
     def __init__(self, native_attention: bool = False) -> None:
         self._ops = torch.ops.sgl_kernel
-        # decode attention on agentrl's kernel (native_attention.py; the caller checked it runs) instead of SGLang's
+        # decode attention on agentrl's kernel (native_kernels.py; the caller checked it runs) instead of SGLang's
         self.native_attention = native_attention
         self._attn_logits = torch.empty(0, dtype=torch.float32)
         self.team = OmpTeam()
@@ -221,8 +221,8 @@ class SglangCpuKernels:
         if self.native_attention:
             args = (q_rhd, keys, values, table.seq_lens, table.write_col, scale, new_kv)
             if alone:
-                return self.team.alone(native_attention.decode_attention, *args)
-            return native_attention.decode_attention(*args)
+                return self.team.alone(native_kernels.decode_attention, *args)
+            return native_kernels.decode_attention(*args)
         if self._attn_logits.shape[0] < rows or self._attn_logits.shape[1] != heads:
             self._attn_logits = torch.empty(rows, heads, 1, dim + 1, dtype=torch.float32)
         out = q_rhd.new_empty(rows, heads, dim)

@@ -13,6 +13,8 @@
 #include <immintrin.h>
 #include <torch/library.h>
 
+#include "decode_attention.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -240,6 +242,10 @@ void store_new(at::Tensor& cache, const at::Tensor& fresh, int64_t write_col) {
                   bytes);
 }
 
+}  // namespace
+
+namespace agentrl {
+
 at::Tensor decode_attention(
     const at::Tensor& q, at::Tensor& keys, at::Tensor& values, const at::Tensor& lengths, int64_t write_col,
     double scale, const std::optional<at::Tensor>& new_keys, const std::optional<at::Tensor>& new_values) {
@@ -278,11 +284,11 @@ at::Tensor decode_attention(
   return out;
 }
 
-}  // namespace
+}  // namespace agentrl
 
 TORCH_LIBRARY_FRAGMENT(agentrl, m) {
   m.def(
       "decode_attention(Tensor q, Tensor(a!) keys, Tensor(b!) values, Tensor lengths, int write_col, float scale, "
       "Tensor? new_keys=None, Tensor? new_values=None) -> Tensor");
-  m.impl("decode_attention", c10::DispatchKey::CPU, &decode_attention);
+  m.impl("decode_attention", c10::DispatchKey::CPU, &agentrl::decode_attention);
 }

@@ -1,7 +1,8 @@
-"""agentrl's decode attention kernel (csrc/decode_attention.cpp) against float32 attention in torch: grouped query
-heads of every group size the supported families use, head_dim 64 and 128, rows of different lengths (one token, odd
-counts, counts across its 16-token blocks), a cache with more rows than queries, new keys/values stored first; bad
-input named; the build cached and a failing compiler named.
+"""agentrl's own CPU kernels. The decode attention (csrc/decode_attention.cpp) against float32 attention in torch:
+grouped query heads of every group size the supported families use, head_dim 64 and 128, rows of different lengths
+(one token, odd counts, counts across its 16-token blocks), a cache with more rows than queries, new keys/values
+stored first; bad input named; the build cached and a failing compiler named. The C++ layer loop
+(csrc/decode_layers.cpp): the Python loop's logits, bit for bit, also after a weight update.
 
 Needs a CPU with AVX512-BF16 and a C++ compiler; elsewhere these tests skip naming why (under CI=true on such a CPU,
 a failed build fails them).
@@ -9,19 +10,25 @@ a failed build fails them).
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
 import torch
 
-from agentrl.engines.embedded import native_attention
-from agentrl.engines.embedded.native_attention import decode_attention, reference_attention
-from tests.engines.kernels_here import require_native_attention
+from agentrl.engines.embedded import native_kernels
+from agentrl.engines.embedded.native_kernels import decode_attention, reference_attention
+from agentrl.engines.embedded.runner import ModelRunner
+from agentrl.engines.embedded.weights import copy_state_dict
+from tests.engines.kernels_here import require_native_kernels, require_sglang_cpu_kernels
+from tests.engines.test_lean_forward import _model
+from tests.engines.test_sglang_kernels import FITS, _forced
 
 
 @pytest.fixture(autouse=True)
-def _kernel_here() -> None:
-    require_native_attention()
+def _kernels_here() -> None:
+    require_sglang_cpu_kernels()  # native_problem() needs them loaded (decode_layers calls them)
+    require_native_kernels()
 
 
 def _bf16(*shape: int, generator: torch.Generator) -> torch.Tensor:
@@ -83,15 +90,45 @@ def test_bad_input_is_named() -> None:
 
 def test_the_build_is_cached_and_a_failing_compiler_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTRL_KERNEL_CACHE", str(tmp_path))
-    compiler = native_attention._compiler()
+    compiler = native_kernels._compiler()
     assert compiler is not None
-    built = native_attention._build(compiler)
+    built = native_kernels._build(compiler)
     assert built.parent == tmp_path and built.stat().st_size > 0
     stamp = built.stat().st_mtime_ns
-    assert native_attention._build(compiler) == built and built.stat().st_mtime_ns == stamp  # not built again
+    assert native_kernels._build(compiler) == built and built.stat().st_mtime_ns == stamp  # not built again
     assert [p.name for p in tmp_path.iterdir()] == [built.name]  # no scratch left behind
-    problem = native_attention.build_and_load("/bin/false")
+    problem = native_kernels.build_and_load("/bin/false")
     assert problem is not None and "/bin/false failed" in problem
     monkeypatch.setenv("CXX", "no-such-compiler")
-    assert native_attention._compiler() is None
-    assert "no C++ compiler (no-such-compiler)" in (native_attention.build_and_load(None) or "")
+    assert native_kernels._compiler() is None
+    assert "no C++ compiler (no-such-compiler)" in (native_kernels.build_and_load(None) or "")
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
+def test_the_cpp_layer_loop_gives_the_python_loops_logits_bit_for_bit(kind: str) -> None:
+    """Decode-only steps through ``decode_layers`` (qwen2: q/k/v biases; qwen3: per-head q/k norms) against the same runner's Python loop, over
+    prefill, multi-row decode, a row joining in a mixed step (the Python loop) and a row leaving."""
+    model = _model(kind, **{**FITS, "hidden_size": 256, "head_dim": 64}).to(torch.bfloat16)
+    loops = []
+    runners = {}
+    for native_loop in (True, False):
+        runner = ModelRunner(copy.deepcopy(model), max_seq_len=256, native_kernels="on")
+        assert runner.lean.native_loop
+        runner.lean.native_loop = native_loop
+        calls = runner.lean._native_layers
+        runner.lean._native_layers = lambda *a, calls=calls, flag=native_loop: loops.append(flag) or calls(*a)
+        runners[native_loop] = runner
+    in_cpp, in_python = _forced(runners[True]), _forced(runners[False])
+    assert loops.count(True) >= 8 and False not in loops  # every decode-only step went through C++
+    assert all(torch.equal(a, b) for a, b in zip(in_cpp, in_python))
+
+
+def test_the_cpp_layer_loop_follows_a_weight_update() -> None:
+    model = _model("llama", **{**FITS, "hidden_size": 256, "head_dim": 64}).to(torch.bfloat16)
+    runner = ModelRunner(model, max_seq_len=256, native_kernels="on")
+    _forced(runner)
+    copy_state_dict(model, {name: value + 0.05 for name, value in model.state_dict().items()})
+    runner.weights_changed()  # the engine's weight update: packed copies and the loop's lists are dropped
+    runner.clear()
+    fresh = ModelRunner(copy.deepcopy(model), max_seq_len=256, native_kernels="on")
+    assert all(torch.equal(a, b) for a, b in zip(_forced(runner), _forced(fresh)))

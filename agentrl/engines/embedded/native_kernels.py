@@ -1,14 +1,17 @@
-"""agentrl's own bf16 decode attention for CPUs with AVX512-BF16 (``csrc/decode_attention.cpp``), built on first use.
+"""agentrl's own CPU kernels for bf16 decode steps on AVX512-BF16 (``csrc/``), built with the C++ compiler on first use.
 
-SGLang's ``decode_attention_cpu`` reduces every (head, token) dot product across a vector on its own; at head_dim
-64 that, not memory, set its pace: 19-34 GB/s of keys and values on a 2-core AVX512-BF16 EPYC. This kernel reduces
-sixteen tokens' dot products together, shares each value row across a KV head's query group, and prefetches the
-cache rows ahead: 1.6-2.7x faster at the engine's decode sizes there (docs/results/memory-and-speed.md). It reads
-the slot cache's ``[rows_cap, kv_heads, cols_cap, head_dim]`` buffers directly, no token table.
+- ``decode_attention`` (``csrc/decode_attention.cpp``). SGLang's ``decode_attention_cpu`` reduces every (head, token)
+  dot product across a vector on its own; at head_dim 64 that, not memory, set its pace: 4-37 GB/s of keys and values
+  on a 2-core AVX512-BF16 EPYC. This kernel reduces sixteen tokens' dot products together, shares each value row
+  across a KV head's query group, and prefetches the cache rows ahead: 1.3-2.7x faster at the engine's decode sizes
+  there. It reads the slot cache's ``[rows_cap, kv_heads, cols_cap, head_dim]`` buffers directly, no token table.
+- ``decode_layers`` (``csrc/decode_layers.cpp``): a decode step's layers and head, the calls the lean forward's Python
+  loop makes, in the same order on the same tensors (its logits, bit for bit), from C++: at batch 1 there, Python
+  between the ~360 calls had been a fifth of a step.
 
-The source is compiled once per source, torch and compiler version with the C++ compiler torch's extensions use
-(``$CXX``, else ``c++``) into ``$AGENTRL_KERNEL_CACHE`` (default ``~/.cache/agentrl/kernels``), a few seconds;
-``attention_problem`` says why it cannot be used (then the engine keeps SGLang's kernel).
+Numbers: docs/results/memory-and-speed.md. The sources are compiled once per source, torch and compiler version with
+``$CXX`` (else ``c++``) into ``$AGENTRL_KERNEL_CACHE`` (default ``~/.cache/agentrl/kernels``), about 10 seconds;
+``native_problem`` says why they cannot be used (then the engine keeps SGLang's attention and the Python loop).
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ import torch.nn.functional as F
 
 from agentrl.util.cpu_flags import cpu_flags
 
-SOURCE = Path(__file__).with_name("csrc") / "decode_attention.cpp"
+SOURCES = (
+    Path(__file__).with_name("csrc") / "decode_attention.cpp",
+    Path(__file__).with_name("csrc") / "decode_layers.cpp",
+)
+HEADERS = (Path(__file__).with_name("csrc") / "decode_attention.h",)
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
 HEAD_DIMS = (64, 128)
 _ARCH_FLAGS = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
@@ -51,15 +58,16 @@ def _compile_command(compiler: str, output: Path) -> list[str]:
     return [
         compiler, "-O3", "-std=c++20", "-shared", "-fPIC", "-fopenmp", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         *_ARCH_FLAGS, f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
-        str(SOURCE), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
+        *map(str, SOURCES), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
         "-o", str(output),
     ]  # fmt: skip
 
 
 def _library_name(compiler: str) -> str:
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False).stdout
-    key = "\n".join((SOURCE.read_text(), torch.__version__, version, sys.version, " ".join(_ARCH_FLAGS)))
-    return f"decode_attention-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so"
+    texts = [path.read_text() for path in (*SOURCES, *HEADERS)]
+    key = "\n".join((*texts, torch.__version__, version, sys.version, " ".join(_ARCH_FLAGS)))
+    return f"agentrl_kernels-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so"
 
 
 def _build(compiler: str) -> Path:
@@ -82,12 +90,13 @@ def _build(compiler: str) -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def attention_problem() -> str | None:
-    """Why agentrl's decode attention cannot run here (None when it is built, loaded and matched torch on a probe)."""
+def native_problem() -> str | None:
+    """Why agentrl's own CPU kernels cannot run here (None when they are built, loaded and the attention matched torch
+    on a probe; the layer loop's probe is its tests': it makes SGLang's calls, bit for bit)."""
     missing = [f for f in REQUIRED_CPU_FLAGS if f not in cpu_flags()]
     if missing:
-        return f"this CPU lacks {', '.join(missing)}, which agentrl's decode attention kernel needs"
-    if not hasattr(torch.ops.agentrl, "decode_attention"):
+        return f"this CPU lacks {', '.join(missing)}, which agentrl's own CPU kernels need"
+    if not hasattr(torch.ops.agentrl, "decode_layers"):
         problem = build_and_load(_compiler())
         if problem is not None:
             return problem
@@ -98,13 +107,13 @@ def build_and_load(compiler: str | None) -> str | None:
     """Build the kernel with ``compiler`` (unless the cache holds it) and load it; None when loaded, else why not."""
     if compiler is None:
         return (
-            f"no C++ compiler ({os.environ.get('CXX', 'c++')}) to build agentrl's decode attention kernel; install one "
+            f"no C++ compiler ({os.environ.get('CXX', 'c++')}) to build agentrl's own CPU kernels; install one "
             "(Debian: build-essential) or set CXX"
         )
     try:
         torch.ops.load_library(str(_build(compiler)))
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
-        return f"agentrl's decode attention kernel did not build or load ({exc})"
+        return f"agentrl's own CPU kernels did not build or load ({exc})"
     return None
 
 
@@ -151,6 +160,6 @@ def decode_attention(
 ) -> torch.Tensor:
     """Each decode row's query heads ``[R, heads, dim]`` over its ``lengths[r]`` cached tokens ending at column
     ``write_col`` of one layer's ``[rows_cap, kv_heads, cols_cap, dim]`` buffers; ``new_kv``: the rows' new keys and
-    values ``[R, kv_heads, dim]``, stored at ``write_col`` first. Call after ``attention_problem()`` is None."""
+    values ``[R, kv_heads, dim]``, stored at ``write_col`` first. Call after ``native_problem()`` is None."""
     new_k, new_v = new_kv if new_kv is not None else (None, None)
     return torch.ops.agentrl.decode_attention(q_rhd, keys, values, lengths, write_col, scale, new_k, new_v)
