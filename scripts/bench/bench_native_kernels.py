@@ -1,16 +1,18 @@
 #!/usr/bin/env python
 """agentrl's own CPU kernels (``agentrl/engines/embedded/native_kernels.py``) against SGLang's, side by side, as JSON.
 
-Two levels, each alternating its forms in one process so a wandering machine compares them fairly:
+Each level alternates its forms in one process, so a wandering machine compares them fairly:
 
-- ``kernel``: one layer's call at R rows x W cached tokens (SmolLM2's 9 query / 3 KV heads x 64), cycling through 30
-  layers' buffers so the keys and values come from memory as in a decode step; µs a call, the keys and values read
-  per second, and that as a fraction of this machine's read bandwidth (a bf16 tensor's sum on the same threads,
-  measured in the same run), with each kernel's largest gap to float32 attention;
+- ``matmul``: SmolLM2-135M's 120 layer projections (q/k/v, o, gate/up, down) at M rows, streamed from memory as in a
+  decode step, on agentrl's matmul and SGLang's ``weight_packed_linear``: ms for all, GFLOP/s and weight GB/s;
+- ``kernel``: one layer's decode attention call at R rows x W cached tokens (SmolLM2's 9 query / 3 KV heads x 64),
+  cycling through 30 layers' buffers so the keys and values come from memory as in a decode step; µs a call, the
+  keys and values read per second, and that as a fraction of this machine's read bandwidth (a bf16 tensor's sum on
+  the same threads, measured in the same run), with each kernel's largest gap to float32 attention;
 - ``engine``: bare decode steps (``ModelRunner.decode`` and sampling) after prompts of each length, in three forms:
-  ``off`` (``engine.native_kernels: off``: SGLang's attention, the Python layer loop), ``attention`` (agentrl's
-  attention, the Python loop) and ``on`` (the default: agentrl's attention and the C++ loop); ``off_over_on`` and
-  ``off_over_attention`` are the median step of ``off`` over the other's.
+  ``off`` (``engine.native_kernels: off``: SGLang's matmul and attention, the Python layer loop), ``python_loop``
+  (agentrl's matmul and attention, the Python loop) and ``on`` (the default: agentrl's kernels and the C++ loop);
+  ``off_over_on`` and ``off_over_python_loop`` are the median step of ``off`` over the other's.
 
 Usage: .venv/bin/python scripts/bench/bench_native_kernels.py --model models/smollm2-135m-instruct [--out native.json];
 ``--quick``: small sizes and a tiny random Llama (the tests' mode).
@@ -67,7 +69,7 @@ def kernel_cell(rows: int, width: int, calls: int, pairs: int) -> dict[str, Any]
     values = [torch.randn(rows, KV_HEADS, cols, HEAD_DIM, generator=gen).to(torch.bfloat16) for _ in range(LAYERS)]
     q = torch.randn(rows, HEADS, HEAD_DIM, generator=gen).to(torch.bfloat16)
     table = decode_token_table(torch.full((rows,), width - 1), width - 1, width, KV_HEADS, cols)
-    forms = {"agentrl": SglangCpuKernels(native_attention=True), "sglang": SglangCpuKernels(native_attention=False)}
+    forms = {"agentrl": SglangCpuKernels(native=True), "sglang": SglangCpuKernels(native=False)}
     want = reference_attention(q, keys[0], values[0], table.seq_lens, width - 1, HEAD_DIM**-0.5)
     gaps = {
         name: (kernels.decode_attention(q, keys[0], values[0], table, HEAD_DIM**-0.5).float() - want).abs().max().item()
@@ -95,6 +97,40 @@ def kernel_cell(rows: int, width: int, calls: int, pairs: int) -> dict[str, Any]
     }
 
 
+def matmul_cell(rows: int, shapes: list[tuple[int, int]], pairs: int) -> dict[str, Any]:
+    """Every layer's projections at ``rows`` rows on both matmuls (30 layers' weights: from memory, not cache)."""
+    gen = torch.Generator().manual_seed(rows)
+    weights = [
+        [(0.05 * torch.randn(shape, generator=gen)).to(torch.bfloat16) for shape in shapes] for _ in range(LAYERS)
+    ]
+    forms = {"agentrl": SglangCpuKernels(native=True), "sglang": SglangCpuKernels(native=False)}
+    packed = {name: [[k.pack(w) for w in layer] for layer in weights] for name, k in forms.items()}
+    inputs = {k: torch.randn(rows, k, generator=gen).to(torch.bfloat16) for k in {s[1] for s in shapes}}
+
+    def all_layers(name: str) -> float:
+        kernels, started = forms[name], time.perf_counter()
+        for layer in packed[name]:
+            for (_, k), weight in zip(shapes, layer):
+                kernels.linear(inputs[k], weight, None)
+        return (time.perf_counter() - started) * 1e3
+
+    times: dict[str, list[float]] = {name: [] for name in forms}
+    for pair in range(pairs + 1):
+        for name in list(forms) if pair % 2 == 0 else list(forms)[::-1]:
+            took = all_layers(name)
+            if pair:  # the first pair warms up
+                times[name].append(took)
+    ms = {name: statistics.median(v) for name, v in times.items()}
+    params = LAYERS * sum(n * k for n, k in shapes)
+    return {
+        "rows": rows,
+        "ms": ms,
+        "gflop_s": {name: 2 * rows * params / t / 1e6 for name, t in ms.items()},
+        "weight_gb_s": {name: 2 * params / t / 1e6 for name, t in ms.items()},
+        "sglang_over_agentrl": ms["sglang"] / ms["agentrl"],
+    }
+
+
 def step_ms(runner: ModelRunner, batch: int, prompt: int, steps: int) -> float:
     """Mean wall ms of ``steps`` decode steps (forward, sampling) after a ``prompt``-token prefill of ``batch`` rows."""
     vocab = runner.model.config.vocab_size
@@ -110,12 +146,12 @@ def step_ms(runner: ModelRunner, batch: int, prompt: int, steps: int) -> float:
 
 
 def engine_runners(model: torch.nn.Module, batch: int, max_seq_len: int) -> dict[str, ModelRunner]:
-    """The three forms: ``off``, ``attention`` (agentrl's attention, the Python loop) and ``on``."""
+    """The three forms: ``off``, ``python_loop`` (agentrl's kernels, the Python loop) and ``on``."""
     runners = {
         name: ModelRunner(model, max_seq_len=max_seq_len, max_rows=batch, native_kernels=setting)
-        for name, setting in (("off", "off"), ("attention", "on"), ("on", "on"))
+        for name, setting in (("off", "off"), ("python_loop", "on"), ("on", "on"))
     }
-    runners["attention"].lean.native_loop = False
+    runners["python_loop"].lean.native_loop = False
     return runners
 
 
@@ -135,7 +171,7 @@ def engine_cells(model: torch.nn.Module, args: argparse.Namespace) -> list[dict[
             medians = {name: statistics.median(v) for name, v in times.items()}
             cells.append(
                 {"batch": batch, "prompt": prompt, "step_ms": medians, "off_over_on": medians["off"] / medians["on"],
-                 "off_over_attention": medians["off"] / medians["attention"]}
+                 "off_over_python_loop": medians["off"] / medians["python_loop"]}
             )  # fmt: skip
     return cells
 
@@ -171,6 +207,14 @@ def main() -> int:
         print(f"both kernels must run here to compare them: {problem}", file=sys.stderr)
         return 2
     bandwidth = read_gb_s(16 if args.quick else 256)
+    hidden, inter = (64, 128) if args.quick else (576, 1536)
+    shapes = [
+        (hidden + 2 * 192 if not args.quick else 128, hidden),
+        (hidden, hidden),
+        (2 * inter, hidden),
+        (hidden, inter),
+    ]
+    matmul = [matmul_cell(r, shapes, args.pairs) for r in args.batches]
     kernel = [kernel_cell(r, w, 20 if args.quick else 200, args.pairs) for r in args.batches for w in args.widths]
     for cell in kernel:
         cell["fraction_of_read_bandwidth"] = {name: v / bandwidth for name, v in cell["kv_gb_s"].items()}
@@ -178,6 +222,7 @@ def main() -> int:
         "settings": vars(args),
         "openmp": wait_policy(os.environ),
         "read_gb_s": bandwidth,
+        "matmul": matmul,
         "kernel": kernel,
         "engine": engine_cells(load_model(args), args),
     }

@@ -1,7 +1,8 @@
 """agentrl's own CPU kernels. The decode attention (csrc/decode_attention.cpp) against float32 attention in torch:
 grouped query heads of every group size the supported families use, head_dim 64 and 128, rows of different lengths
 (one token, odd counts, counts across its 16-token blocks), a cache with more rows than queries, new keys/values
-stored first; bad input named; the build cached and a failing compiler named. The C++ layer loop
+stored first; bad input named; the build cached and a failing compiler named. The matmul (csrc/linear.cpp) against
+float32 at row counts around its 12-row groups, strided rows, with a bias. The C++ layer loop
 (csrc/decode_layers.cpp): the Python loop's logits, bit for bit, also after a weight update.
 
 Needs a CPU with AVX512-BF16 and a C++ compiler; elsewhere these tests skip naming why (under CI=true on such a CPU,
@@ -106,8 +107,9 @@ def test_the_build_is_cached_and_a_failing_compiler_is_named(tmp_path: Path, mon
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
 def test_the_cpp_layer_loop_gives_the_python_loops_logits_bit_for_bit(kind: str) -> None:
-    """Decode-only steps through ``decode_layers`` (qwen2: q/k/v biases; qwen3: per-head q/k norms) against the same runner's Python loop, over
-    prefill, multi-row decode, a row joining in a mixed step (the Python loop) and a row leaving."""
+    """Decode-only steps through ``decode_layers`` (qwen2: q/k/v biases; qwen3: per-head q/k norms) against the
+    same runner's Python loop, over prefill, multi-row decode, a row joining in a mixed step (the Python loop) and a
+    row leaving."""
     model = _model(kind, **{**FITS, "hidden_size": 256, "head_dim": 64}).to(torch.bfloat16)
     loops = []
     runners = {}
@@ -132,3 +134,28 @@ def test_the_cpp_layer_loop_follows_a_weight_update() -> None:
     runner.clear()
     fresh = ModelRunner(copy.deepcopy(model), max_seq_len=256, native_kernels="on")
     assert all(torch.equal(a, b) for a, b in zip(_forced(runner), _forced(fresh)))
+
+
+@pytest.mark.parametrize("rows", [0, 1, 5, 12, 13, 24, 25, 64])
+@pytest.mark.parametrize(("out_features", "in_features"), [(32, 2), (96, 64), (960, 576), (64, 1536)])
+def test_the_matmul_matches_float32_within_bf16_rounding(rows: int, out_features: int, in_features: int) -> None:
+    gen = torch.Generator().manual_seed(rows + out_features)
+    weight, bias = _bf16(out_features, in_features, generator=gen), _bf16(out_features, generator=gen)
+    wide = _bf16(rows, in_features + 6, generator=gen)
+    x = wide[:, 2 : 2 + in_features]  # rows with a stride: the fused projection's views are such
+    got = native_kernels.linear(x, native_kernels.pack_weight(weight), bias)
+    want = torch.nn.functional.linear(x.float(), weight.float(), bias.float())
+    assert got.shape == (rows, out_features) and got.dtype == torch.bfloat16
+    rounding = (want.to(torch.bfloat16).float() - want).abs().max().item() if rows else 0.0
+    # measured: within the product's own bf16 rounding (float32 sums in another order)
+    assert rows == 0 or (got.float() - want).abs().max().item() <= 2 * rounding + 1e-3
+
+
+def test_the_matmul_names_bad_shapes() -> None:
+    gen = torch.Generator().manual_seed(5)
+    with pytest.raises(RuntimeError, match="N a multiple of 32 and K even; got 48 x 64"):
+        native_kernels.pack_weight(_bf16(48, 64, generator=gen))
+    packed = native_kernels.pack_weight(_bf16(64, 64, generator=gen))
+    with pytest.raises(RuntimeError, match="does not match x's 32 inner elements"):
+        native_kernels.linear(_bf16(3, 32, generator=gen), packed, None)
+    assert native_kernels.shape_problem((48, 64)) is not None and native_kernels.shape_problem((64, 64)) is None

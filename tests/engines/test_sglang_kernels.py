@@ -79,7 +79,7 @@ def test_kernel_forward_is_as_close_to_float32_as_torch_bf16(kind: str, native: 
     bf16 = model.to(torch.bfloat16)
     torch_gap = _gap(_forced(_runner(bf16, "torch")), reference)
     runner = _runner(bf16, "sglang", native)
-    assert runner.lean.kernels.native_attention == (native == "on")
+    assert runner.lean.kernels.native == (native == "on")
     assert runner.lean.native_loop == (native == "on")
     kernel_gap = _gap(_forced(runner), reference)
     # measured on these shapes: both 0.003-0.006 nats; the token table off by one column gave 0.12-0.14
@@ -188,9 +188,14 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
         def __getattr__(self, name: str) -> object:
             return recorded(name, getattr(torch.ops.sgl_kernel, name))
 
-    recording_attention = SimpleNamespace(decode_attention=recorded("agentrl", native_kernels.decode_attention))
-    monkeypatch.setattr(sglang_kernels, "native_kernels", recording_attention)
-    attention_op = "decode_attention_cpu" if native == "off" else "agentrl"
+    recording_native = SimpleNamespace(
+        decode_attention=recorded("agentrl_attention", native_kernels.decode_attention),
+        linear=recorded("agentrl_linear", native_kernels.linear),
+        pack_weight=native_kernels.pack_weight,
+    )
+    monkeypatch.setattr(sglang_kernels, "native_kernels", recording_native)
+    attention_op = "decode_attention_cpu" if native == "off" else "agentrl_attention"
+    matmul_op = "weight_packed_linear" if native == "off" else "agentrl_linear"
 
     def recording_runner(sleeps: bool = True) -> ModelRunner:
         seen.clear()
@@ -211,7 +216,7 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
     alone, seen_alone = forced_and_seen()
     small_ops = ("rmsnorm_cpu", "fused_add_rmsnorm_cpu", "silu_and_mul_cpu", attention_op, "rotary_embedding_cpu")
     assert all(seen_alone[op] == {1} for op in small_ops), seen_alone
-    assert seen_alone["weight_packed_linear"] == {team}
+    assert seen_alone[matmul_op] == {team}
     assert torch.get_num_threads() == team  # restored after every call
     _forced(recording_runner(sleeps=False))
     assert all(seen[op] == {team} for op in small_ops), seen

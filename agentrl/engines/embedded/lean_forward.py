@@ -127,7 +127,7 @@ class LeanForward:
         # calls, bit for bit, without Python between them (it takes one epsilon for the layer norms, one for q/k's)
         epsilons = {self._final_eps, *(eps for lw in self._layers for eps in (lw.in_eps, lw.post_eps))}
         qk_epsilons = {eps for lw in self._layers for eps in (lw.qk_norms or ())[2:]}
-        self.native_loop = bool(kernels is not None and kernels.native_attention)
+        self.native_loop = bool(kernels is not None and kernels.native)
         self.native_loop = self.native_loop and len(epsilons) == 1 and len(qk_epsilons) <= 1
         self._qk_eps = next(iter(qk_epsilons), 0.0)
         self._loop_weights: tuple[list[torch.Tensor | None], ...] | None = None  # rebuilt after refresh / drop_packed

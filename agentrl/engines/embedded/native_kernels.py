@@ -30,11 +30,9 @@ import torch.nn.functional as F
 
 from agentrl.util.cpu_flags import cpu_flags
 
-SOURCES = (
-    Path(__file__).with_name("csrc") / "decode_attention.cpp",
-    Path(__file__).with_name("csrc") / "decode_layers.cpp",
-)
-HEADERS = (Path(__file__).with_name("csrc") / "decode_attention.h",)
+_CSRC = Path(__file__).with_name("csrc")
+SOURCES = tuple(_CSRC / name for name in ("decode_attention.cpp", "linear.cpp", "decode_layers.cpp"))
+HEADERS = tuple(_CSRC / name for name in ("decode_attention.h", "linear.h"))
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
 HEAD_DIMS = (64, 128)
 _ARCH_FLAGS = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
@@ -118,19 +116,27 @@ def build_and_load(compiler: str | None) -> str | None:
 
 
 def _probe() -> str | None:
-    """The kernel against float32 attention on a small ragged batch, storing new keys/values (bf16 rounding apart)."""
+    """The attention against float32 attention on a small ragged batch, storing new keys/values, and the matmul
+    against ``F.linear`` (bf16 rounding apart)."""
     generator = torch.Generator().manual_seed(0)
-    q = torch.randn(2, 6, 64, generator=generator).to(torch.bfloat16)
-    keys = torch.randn(3, 2, 40, 64, generator=generator).to(torch.bfloat16)
-    values = torch.randn(3, 2, 40, 64, generator=generator).to(torch.bfloat16)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator).to(torch.bfloat16)
+
+    q, keys, values = rand(2, 6, 64), rand(3, 2, 40, 64), rand(3, 2, 40, 64)
     fresh_k, fresh_v = keys[:2, :, 30].clone(), values[:2, :, 30].clone()
     want = reference_attention(q, keys, values, torch.tensor([31, 17]), 30, 0.125)
     keys[:, :, 30], values[:, :, 30] = 0, 0
     got = torch.ops.agentrl.decode_attention(q, keys, values, torch.tensor([31, 17]), 30, 0.125, fresh_k, fresh_v)
-    if not torch.equal(keys[:2, :, 30], fresh_k) or not torch.allclose(got.float(), want, atol=2e-2, rtol=2e-2):
-        return (
-            f"agentrl's decode attention differed from torch's on a probe (max {(got.float() - want).abs().max():.3g})"
-        )
+    x, weight, bias = rand(13, 64), rand(64, 64), rand(64)
+    checks = {
+        "decode attention": (got, want),
+        "decode attention storing the new keys": (keys[:2, :, 30], fresh_k),
+        "matmul": (linear(x, pack_weight(weight), bias), F.linear(x.float(), weight.float(), bias.float())),
+    }
+    for name, (got, want) in checks.items():
+        if not torch.allclose(got.float(), want.float(), atol=2e-2, rtol=2e-2):
+            return f"agentrl's {name} differed from torch's on a probe (max {(got.float() - want).abs().max():.3g})"
     return None
 
 
@@ -147,6 +153,25 @@ def reference_attention(
         v = values[r, :, window].float().repeat_interleave(group, 0)
         out.append(F.scaled_dot_product_attention(q_rhd[r].float()[:, None], k, v, scale=scale)[:, 0])
     return torch.stack(out)
+
+
+def pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    """A bf16 ``weight [N, K]`` (N a multiple of 32, K even) in the layout ``linear`` reads (a copy)."""
+    return torch.ops.agentrl.pack_weight(weight.contiguous())
+
+
+def linear(x_td: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``x @ weight.T + bias`` over ``pack_weight``'s copy, in bf16; a bias is added in float32 (a bf16 one is
+    converted per call: biases are small, and an in-place update stays live)."""
+    return torch.ops.agentrl.linear(x_td, packed, None if bias is None else bias.float())
+
+
+def shape_problem(shape: tuple[int, int]) -> str | None:
+    """Why ``linear`` cannot multiply by an ``(out, in)`` weight (None when it can)."""
+    out_features, in_features = shape
+    if out_features % 32 or in_features % 2:
+        return f"agentrl's matmul takes out features a multiple of 32 and even in features, not {shape}"
+    return None
 
 
 def decode_attention(

@@ -20,7 +20,7 @@ from agentrl.engines.embedded.lean_forward import (
     lean_support,
     projection_shapes,
 )
-from agentrl.engines.embedded.native_kernels import HEAD_DIMS, native_problem
+from agentrl.engines.embedded.native_kernels import HEAD_DIMS, native_problem, shape_problem
 from agentrl.engines.embedded.packed_weights import packing_problem
 from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem, shapes_problem
 from agentrl.errors import EngineConfigError
@@ -78,7 +78,7 @@ class ModelRunner:
             )
         kernels = None
         if self.kernels_problem is None:
-            kernels = SglangCpuKernels(native_attention=self.native_problem is None)
+            kernels = SglangCpuKernels(native=self.native_problem is None)
         self.lean = (
             LeanForward(
                 model,
@@ -111,6 +111,9 @@ class ModelRunner:
         head_dim = int(self.model.model.layers[0].self_attn.head_dim)
         if head_dim not in HEAD_DIMS:
             return f"the kernel takes head_dim {HEAD_DIMS}, the model's is {head_dim}"
+        refused = [p for p in map(shape_problem, sorted(projection_shapes(self.model))) if p is not None]
+        if refused:
+            return refused[0]
         return native_problem()
 
     @property

@@ -153,20 +153,24 @@ class SglangCpuKernels:
     team (one row's weights stream at 35 µs a call on two threads, 42 on one).
     """
 
-    def __init__(self, native_attention: bool = False) -> None:
+    def __init__(self, native: bool = False) -> None:
         self._ops = torch.ops.sgl_kernel
-        # decode attention on agentrl's kernel (native_kernels.py; the caller checked it runs) instead of SGLang's
-        self.native_attention = native_attention
+        # matmuls and decode attention on agentrl's kernels (native_kernels.py; the caller checked they run)
+        self.native = native
         self._attn_logits = torch.empty(0, dtype=torch.float32)
         self.team = OmpTeam()
 
     def pack(self, weight: torch.Tensor) -> torch.Tensor:
-        """``weight [out, in]`` in the VNNI layout ``linear`` reads (a copy)."""
+        """``weight [out, in]`` in the layout ``linear`` reads (a copy): agentrl's where ``native``, else SGLang's."""
+        if self.native:
+            return native_kernels.pack_weight(weight)
         return self._ops.convert_weight_packed(weight.contiguous())
 
     def linear(self, x_td: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """``x @ weight.T + bias`` over a packed weight (``F.linear``'s numbers at the sizes probed); the kernel adds a
         float32 bias (a bf16 one is converted per call: biases are small, and an in-place update stays live)."""
+        if self.native:
+            return native_kernels.linear(x_td, packed, bias)
         return self._ops.weight_packed_linear(x_td, packed, None if bias is None else bias.float(), True)
 
     def rotate(
@@ -212,13 +216,13 @@ class SglangCpuKernels:
         """Each decode row's query heads ``[R, heads, dim]`` over its cached tokens; ``keys``/``values`` are one
         layer's ``[rows_cap, kv_heads, cols_cap, dim]`` buffers. ``new_kv``: the rows' new keys and values
         ``[R, kv_heads, dim]``, which the kernel stores at ``table.new_token`` before attending (else they are in the
-        cache already). On agentrl's kernel where ``native_attention`` (no token table read), else SGLang's with one KV
+        cache already). On agentrl's kernel where ``native`` (no token table read), else SGLang's with one KV
         split (measured fastest at every size tried on 2 cores)."""
         rows, heads, dim = q_rhd.shape
         alone = (
             rows <= ALONE_MAX_ATTENTION_ROWS and rows * table.tokens.shape[1] * heads * dim <= ALONE_MAX_ATTENTION_MACS
         )
-        if self.native_attention:
+        if self.native:
             args = (q_rhd, keys, values, table.seq_lens, table.write_col, scale, new_kv)
             if alone:
                 return self.team.alone(native_kernels.decode_attention, *args)

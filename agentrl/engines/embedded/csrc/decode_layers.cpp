@@ -1,4 +1,4 @@
-// A decode step's layers and head on SGLang's CPU kernels and agentrl's decode attention, in one call.
+// A decode step's layers and head on agentrl's matmul and decode attention and SGLang's other CPU kernels, in one call.
 //
 // The lean forward's Python loop makes the same calls (lean_forward.py, _kernel_layers): at batch 1 on a 2-core
 // AVX512-BF16 EPYC, Python between its ~360 calls took about a tenth of a step. Here the loop runs in C++ and calls
@@ -13,19 +13,19 @@
 #include <vector>
 
 #include "decode_attention.h"
+#include "linear.h"
 
 namespace {
 
 // SGLang's ops, found once (their library is loaded before the first step) and called boxed: their registered C++
 // signatures vary between releases (const or not), their schemas do not
 struct SglangOps {
-  c10::OperatorHandle linear, rms_norm, add_rms_norm, silu_and_mul, rotary;
+  c10::OperatorHandle rms_norm, add_rms_norm, silu_and_mul, rotary;
 
   static const SglangOps& get() {
     static const SglangOps ops = [] {
       auto& d = c10::Dispatcher::singleton();
       return SglangOps{
-          d.findSchemaOrThrow("sgl_kernel::weight_packed_linear", ""),
           d.findSchemaOrThrow("sgl_kernel::rmsnorm_cpu", ""),
           d.findSchemaOrThrow("sgl_kernel::fused_add_rmsnorm_cpu", ""),
           d.findSchemaOrThrow("sgl_kernel::silu_and_mul_cpu", ""),
@@ -43,7 +43,7 @@ std::vector<c10::IValue> call(const c10::OperatorHandle& op, std::vector<c10::IV
 }
 
 at::Tensor packed_linear(const at::Tensor& x, const at::Tensor& packed, const std::optional<at::Tensor>& bias) {
-  return call(SglangOps::get().linear, {x, packed, bias, true})[0].toTensor();
+  return agentrl::linear(x, packed, bias);
 }
 
 // SGLang's matmul adds a float32 bias; a bf16 one is converted per call, as the Python loop does (an in-place update
