@@ -10,7 +10,9 @@ A decode step multiplies ``batch`` rows by every weight matrix of the model. Thr
 - ``packed`` (bf16 on CPU with oneDNN only): ``F.linear``'s product on a copy of ``W`` in oneDNN's packed
   layout, made once (the lean forward's bf16 form with torch ops, ``engine.pack_weights``);
 - ``sglang`` (bf16 where SGLang's CPU kernels load): their matmul over a VNNI-packed copy of ``W`` (the lean
-  forward's bf16 form by default, ``engine.cpu_kernels``).
+  forward's bf16 form with ``engine.native_kernels: off``);
+- ``agentrl`` (bf16 where agentrl's own CPU kernels build): its matmul over its packed copy of ``W`` (the lean
+  forward's bf16 form by default, ``engine.native_kernels``).
 
 At decode's few rows their rates differ severalfold and the ranking differs between CPUs, so each form is timed
 here, side by side, as a step would run it: over every layer's own matrices, so the weights stream from memory
@@ -26,6 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from agentrl.engines.embedded import native_kernels
 from agentrl.engines.embedded.lean_forward import project_rows
 from agentrl.engines.embedded.packed_weights import linear_packed, packing_problem
 from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem, shapes_problem
@@ -35,11 +38,15 @@ FORMS = ("linear", "in_out", "weight_left")
 
 def forms_for(dtype: torch.dtype, weight_shapes: Iterable[tuple[int, int]] = ()) -> tuple[str, ...]:
     """The forms an engine of ``dtype`` can use on this CPU for weights of ``(out, in)`` shapes: ``FORMS``, ``packed``
-    where packing works, ``sglang`` where SGLang's kernels run and take every shape."""
+    where packing works, ``sglang`` where SGLang's kernels run and take every shape, ``agentrl`` where agentrl's
+    kernels run too and take every shape."""
     cpu = torch.device("cpu")
+    shapes = list(weight_shapes)
     packed = ("packed",) if packing_problem(dtype, cpu) is None else ()
-    fits = kernels_problem(dtype, cpu) is None and shapes_problem(weight_shapes) is None
-    return (*FORMS, *packed, *(("sglang",) if fits else ()))
+    fits = kernels_problem(dtype, cpu) is None and shapes_problem(shapes) is None
+    ours = fits and native_kernels.native_problem() is None
+    ours = ours and all(native_kernels.shape_problem(shape) is None for shape in shapes)
+    return (*FORMS, *packed, *(("sglang",) if fits else ()), *(("agentrl",) if ours else ()))
 
 
 def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
@@ -71,8 +78,8 @@ def _products(form: str, x: torch.Tensor, weight: torch.Tensor) -> Any:
     if form == "packed":
         packed = torch.ops.mkldnn._reorder_linear_weight(weight)
         return lambda: linear_packed(x, packed, None)
-    if form == "sglang":
-        kernels = SglangCpuKernels()
+    if form in ("sglang", "agentrl"):
+        kernels = SglangCpuKernels(native=form == "agentrl")
         vnni = kernels.pack(weight)
         return lambda: kernels.linear(x, vnni, None)
     return lambda: weight_left(x, weight)
