@@ -31,7 +31,8 @@ def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argpars
     ``bare_step_ms``: the same forward + sampling driven directly (``ModelRunner.decode`` + ``sample_tokens``),
     so the difference is the scheduler's per-step Python; ``op_share``: the profiler's self CPU time per op
     family over the bare steps' wall time (``all_ops`` below 1: Python between the ops); ``top_ops``: the ten
-    costliest ops.
+    costliest ops. The profiled steps run the lean forward's Python loop (``python_loop_step_ms`` unprofiled): the C++
+    loop of agentrl's kernels calls them out of the profiler's sight.
     """
     from torch.profiler import ProfilerActivity, profile
     from transformers import AutoModelForCausalLM
@@ -70,12 +71,17 @@ def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argpars
 
     decode_steps()  # warm-up
     bare_s = min(decode_steps() for _ in range(args.repeats))
+    native_loop = runner.lean is not None and runner.lean.native_loop
+    if native_loop:
+        runner.lean.native_loop = False
+    python_loop_s = min(decode_steps() for _ in range(args.repeats))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         profiled_s = decode_steps()
     return {
         "batch": batch,
         "engine_step_ms": engine_step_s * 1e3,
         "bare_step_ms": bare_s * 1e3 / (args.new_tokens - 1),
+        "python_loop_step_ms": python_loop_s * 1e3 / (args.new_tokens - 1) if native_loop else None,
         **_op_shares(prof, profiled_s * 1e6),
     }
 
@@ -89,8 +95,14 @@ _OP_FAMILIES = {
         "aten::bmm",
         "mkldnn::_linear_pointwise",  # oneDNN's packed bf16 matmul (engine.pack_weights)
         "sgl_kernel::weight_packed_linear",  # SGLang's (engine.cpu_kernels)
+        "agentrl::linear",  # agentrl's own (engine.native_kernels)
     ),
-    "attention": ("aten::_scaled_dot_product", "aten::scaled_dot_product", "sgl_kernel::decode_attention_cpu"),
+    "attention": (
+        "aten::_scaled_dot_product",
+        "aten::scaled_dot_product",
+        "sgl_kernel::decode_attention_cpu",
+        "agentrl::decode_attention",
+    ),
     "norms_and_activation": ("sgl_kernel::rmsnorm_cpu", "sgl_kernel::fused_add_rmsnorm_cpu", "sgl_kernel::silu"),
     "sampling": ("aten::softmax", "aten::_softmax", "aten::cumsum", "aten::searchsorted", "aten::log", "aten::rand"),
     "kv_cache": ("aten::index_put", "aten::_index_put", "aten::copy_", "aten::slice_scatter", "aten::cat"),
