@@ -76,10 +76,11 @@ class EmbeddedEngineConfig(EngineConfig):
     native_kernels: NativeKernels = Field(
         "auto",
         description="Where the lean forward runs on SGLang's CPU kernels: agentrl's own CPU kernels too "
-        "(agentrl/engines/embedded/csrc, built with the C++ compiler on first use): its decode attention (1.3-2.7x "
-        "faster than SGLang's at the engine's decode sizes on the CPU measured) and decode steps' layer loop in C++ "
-        "(the Python loop's logits, bit for bit). auto: where they build and a probe matches torch; on: required "
-        "(an error names why they cannot run); off: SGLang's attention and the Python loop.",
+        "(agentrl/engines/embedded/csrc, built with the C++ compiler by scripts/setup.sh or on first use): a matmul "
+        "whose weight stream overlaps its arithmetic, a decode attention, and decode steps' layer loop in C++ (the "
+        "Python loop's logits, bit for bit); decode steps 1.3-1.7x faster than on SGLang's alone on the CPU "
+        "measured. auto: where they build and a probe matches torch; on: required (an error names why they cannot "
+        "run); off: SGLang's matmul and attention and the Python loop.",
     )
 
     share_trainer_weights: bool = Field(

@@ -1,17 +1,22 @@
-"""agentrl's own CPU kernels for bf16 decode steps on AVX512-BF16 (``csrc/``), built with the C++ compiler on first use.
+"""agentrl's own CPU kernels for bf16 decode steps on AVX512-BF16 (``csrc/``), built with the C++ compiler once.
 
-- ``decode_attention`` (``csrc/decode_attention.cpp``). SGLang's ``decode_attention_cpu`` reduces every (head, token)
-  dot product across a vector on its own; at head_dim 64 that, not memory, set its pace: 4-37 GB/s of keys and values
-  on a 2-core AVX512-BF16 EPYC. This kernel reduces sixteen tokens' dot products together, shares each value row
-  across a KV head's query group, and prefetches the cache rows ahead: 1.3-2.7x faster at the engine's decode sizes
-  there. It reads the slot cache's ``[rows_cap, kv_heads, cols_cap, head_dim]`` buffers directly, no token table.
+- ``linear`` (``csrc/linear.cpp``): a matmul over its own packed weight copy (``pack_weight``). SGLang's
+  ``weight_packed_linear`` does not overlap its weight stream with its arithmetic; here each thread requests the
+  next 32-column weight block while it multiplies the current one: SmolLM2-135M's projections streamed at 24 rows
+  ran 1.25-1.32x faster on a 2-core AVX512-BF16 EPYC, at SGLang's rate at 1-2 rows.
+- ``decode_attention`` (``csrc/decode_attention.cpp``): SGLang's ``decode_attention_cpu`` reduces every (head, token)
+  dot product across a vector on its own, which at head_dim 64, not memory, set its pace. This one reduces sixteen
+  tokens' dot products together, shares each value row across a KV head's query group, and requests the cache rows
+  ahead: 1.2-2.7x faster at the engine's decode sizes there (most at short windows). It reads the slot cache's
+  ``[rows_cap, kv_heads, cols_cap, head_dim]`` buffers directly, no token table.
 - ``decode_layers`` (``csrc/decode_layers.cpp``): a decode step's layers and head, the calls the lean forward's Python
   loop makes, in the same order on the same tensors (its logits, bit for bit), from C++: at batch 1 there, Python
   between the ~360 calls had been a fifth of a step.
 
 Numbers: docs/results/memory-and-speed.md. The sources are compiled once per source, torch and compiler version with
-``$CXX`` (else ``c++``) into ``$AGENTRL_KERNEL_CACHE`` (default ``~/.cache/agentrl/kernels``), about 10 seconds;
-``native_problem`` says why they cannot be used (then the engine keeps SGLang's attention and the Python loop).
+``$CXX`` (else ``c++``) into ``$AGENTRL_KERNEL_CACHE`` (default ``~/.cache/agentrl/kernels``), about 10 seconds
+(``scripts/setup.sh`` does it); ``native_problem`` says why they cannot be used (then the engine keeps SGLang's
+matmul and attention and the Python loop).
 """
 
 from __future__ import annotations
