@@ -21,7 +21,6 @@ Usage: .venv/bin/python scripts/bench/bench_native_kernels.py --model models/smo
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -34,10 +33,10 @@ from agentrl.util.openmp_env import short_spin_unless_chosen, wait_policy
 os.environ.update(short_spin_unless_chosen(os.environ))  # the agentrl command's OpenMP wait policy, before torch
 
 import torch
+from bench_small_ops import emit_json, load_model, step_ms
 
 from agentrl.engines.embedded.native_kernels import native_problem, reference_attention
 from agentrl.engines.embedded.runner import ModelRunner
-from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
 from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, decode_token_table, kernels_problem
 
 HEADS, KV_HEADS, HEAD_DIM, LAYERS = 9, 3, 64, 30
@@ -131,20 +130,6 @@ def matmul_cell(rows: int, shapes: list[tuple[int, int]], pairs: int) -> dict[st
     }
 
 
-def step_ms(runner: ModelRunner, batch: int, prompt: int, steps: int) -> float:
-    """Mean wall ms of ``steps`` decode steps (forward, sampling) after a ``prompt``-token prefill of ``batch`` rows."""
-    vocab = runner.model.config.vocab_size
-    prompts = [[(7 * row + j) % vocab for j in range(prompt)] for row in range(batch)]
-    plan = SamplingPlan([RowSampling(1.0, 0, 1.0, None)] * batch, runner.device)
-    generator = torch.Generator().manual_seed(0)
-    runner.clear()
-    tokens = sample_tokens(runner.prefill(prompts), plan, generator)[0].tolist()
-    started = time.perf_counter()
-    for _ in range(steps):
-        tokens = sample_tokens(runner.decode(tokens), plan, generator)[0].tolist()
-    return (time.perf_counter() - started) / steps * 1e3
-
-
 def engine_runners(model: torch.nn.Module, batch: int, max_seq_len: int) -> dict[str, ModelRunner]:
     """The three forms: ``off``, ``python_loop`` (agentrl's kernels, the Python loop) and ``on``."""
     runners = {
@@ -174,17 +159,6 @@ def engine_cells(model: torch.nn.Module, args: argparse.Namespace) -> list[dict[
                  "off_over_python_loop": medians["off"] / medians["python_loop"]}
             )  # fmt: skip
     return cells
-
-
-def load_model(args: argparse.Namespace) -> torch.nn.Module:
-    """SmolLM2 (``--model``) in bf16, or with ``--quick`` a tiny random Llama with head_dim 64."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
-
-    if not args.quick:
-        return AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16)
-    config = LlamaConfig(vocab_size=320, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
-    return LlamaForCausalLM(config).to(torch.bfloat16)
 
 
 def main() -> int:
@@ -226,11 +200,7 @@ def main() -> int:
         "kernel": kernel,
         "engine": engine_cells(load_model(args), args),
     }
-    text = json.dumps(report, indent=1)
-    if args.out:
-        with open(args.out, "w") as out:
-            out.write(text)
-    print(text)
+    emit_json(report, args.out)
     return 0
 
 

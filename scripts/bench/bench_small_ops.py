@@ -40,40 +40,50 @@ WHOLE_TEAM = dict.fromkeys(ALONE, 0)
 
 
 def load_model(args: argparse.Namespace) -> torch.nn.Module:
-    """SmolLM2 (``--model``) in bf16, or with ``--quick`` a tiny random Llama whose shapes the packed matmul takes."""
+    """SmolLM2 (``--model``) in bf16, or with ``--quick`` a tiny random Llama whose shapes the kernels take (SGLang's
+    packed matmul, agentrl's head_dim 64)."""
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
     if not args.quick:
         return AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16)
-    config = LlamaConfig(vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    config = LlamaConfig(vocab_size=320, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
     return LlamaForCausalLM(config).to(torch.bfloat16)
 
 
-def step_ms(runner: ModelRunner, batch: int, args: argparse.Namespace) -> float:
-    """Mean wall ms of ``args.steps`` decode steps after a ``args.prompt``-token prefill of ``batch`` rows."""
+def step_ms(runner: ModelRunner, batch: int, prompt: int, steps: int) -> float:
+    """Mean wall ms of ``steps`` decode steps (forward, sampling) after a ``prompt``-token prefill of ``batch`` rows."""
     vocab = runner.model.config.vocab_size
-    prompts = [[(7 * row + j) % vocab for j in range(args.prompt)] for row in range(batch)]
+    prompts = [[(7 * row + j) % vocab for j in range(prompt)] for row in range(batch)]
     plan = SamplingPlan([RowSampling(1.0, 0, 1.0, None)] * batch, runner.device)
     generator = torch.Generator().manual_seed(0)
     runner.clear()
     tokens = sample_tokens(runner.prefill(prompts), plan, generator)[0].tolist()
     started = time.perf_counter()
-    for _ in range(args.steps):
+    for _ in range(steps):
         tokens = sample_tokens(runner.decode(tokens), plan, generator)[0].tolist()
-    return (time.perf_counter() - started) / args.steps * 1e3
+    return (time.perf_counter() - started) / steps * 1e3
+
+
+def emit_json(report: dict[str, Any], out: str | None) -> None:
+    """Print the report as JSON, and write it to ``out`` when given."""
+    text = json.dumps(report, indent=1)
+    if out:
+        with open(out, "w") as handle:
+            handle.write(text)
+    print(text)
 
 
 def compare(runner: ModelRunner, batch: int, args: argparse.Namespace) -> dict[str, Any]:
     """Median step ms of each form over ``args.pairs`` alternating pairs (which goes first alternates too)."""
     times: dict[str, list[float]] = {"whole_team": [], "alone": []}
     forms = [("whole_team", WHOLE_TEAM), ("alone", ALONE)]
-    step_ms(runner, batch, args)  # warm-up: packed weights, allocator
+    step_ms(runner, batch, args.prompt, args.steps)  # warm-up: packed weights, allocator
     for pair in range(args.pairs):
         for name, thresholds in forms if pair % 2 == 0 else forms[::-1]:
             for constant, value in thresholds.items():
                 setattr(sglang_kernels, constant, value)
-            times[name].append(step_ms(runner, batch, args))
+            times[name].append(step_ms(runner, batch, args.prompt, args.steps))
     for constant, value in ALONE.items():
         setattr(sglang_kernels, constant, value)
     medians = {name: statistics.median(values) for name, values in times.items()}
@@ -111,11 +121,7 @@ def main() -> int:
         "thresholds": ALONE,
         "batches": [compare(runner, b, args) for b in args.batches],
     }
-    text = json.dumps(report, indent=1)
-    if args.out:
-        with open(args.out, "w") as out:
-            out.write(text)
-    print(text)
+    emit_json(report, args.out)
     return 0
 
 

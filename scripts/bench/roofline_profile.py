@@ -23,6 +23,29 @@ async def timed_generate(engine: EmbeddedEngine, prompts: list[list[int]], new_t
     return time.perf_counter() - started, sum(len(r.output_ids) for r in results)
 
 
+def _engine_step_s(
+    model_dir: str, dtype: torch.dtype, batch: int, args: argparse.Namespace
+) -> tuple[float, list[list[int]]]:
+    """Seconds a decode step takes through the engine, from the best of three one-token and ``new_tokens`` generates
+    (one pair's difference can be noise, even negative in --quick mode); and the prompts it used."""
+    config = EmbeddedEngineConfig(max_batch_size=batch, prefix_cache_tokens=0, share_prefixes=False)
+    engine = EmbeddedEngine.from_pretrained(model_dir, config=config, dtype=dtype)
+    prompts = [[(7 * i + j) % engine.vocab_size for j in range(args.decode_prompt)] for i in range(batch)]
+
+    async def through_engine() -> float:
+        await timed_generate(engine, prompts, 4)
+        bases, fulls = [], []
+        for _ in range(max(3, args.repeats)):
+            bases.append((await timed_generate(engine, prompts, 1))[0])
+            fulls.append((await timed_generate(engine, prompts, args.new_tokens))[0])
+        return (min(fulls) - min(bases)) / (args.new_tokens - 1)
+
+    try:
+        return asyncio.run(through_engine()), prompts
+    finally:
+        asyncio.run(engine.close())
+
+
 def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argparse.Namespace) -> dict[str, Any]:
     """Where a decode step's time goes, at ``batch`` rows.
 
@@ -40,22 +63,7 @@ def profile_decode(model_dir: str, dtype: torch.dtype, batch: int, args: argpars
     from agentrl.engines.embedded.runner import ModelRunner
     from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
 
-    config = EmbeddedEngineConfig(max_batch_size=batch, prefix_cache_tokens=0, share_prefixes=False)
-    engine = EmbeddedEngine.from_pretrained(model_dir, config=config, dtype=dtype)
-    prompts = [[(7 * i + j) % engine.vocab_size for j in range(args.decode_prompt)] for i in range(batch)]
-
-    async def through_engine() -> float:
-        await timed_generate(engine, prompts, 4)
-        bases, fulls = [], []
-        for _ in range(max(3, args.repeats)):  # best of each: one pair's difference can be noise (negative, --quick)
-            bases.append((await timed_generate(engine, prompts, 1))[0])
-            fulls.append((await timed_generate(engine, prompts, args.new_tokens))[0])
-        return (min(fulls) - min(bases)) / (args.new_tokens - 1)
-
-    try:
-        engine_step_s = asyncio.run(through_engine())
-    finally:
-        asyncio.run(engine.close())
+    engine_step_s, prompts = _engine_step_s(model_dir, dtype, batch, args)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
     runner = ModelRunner(model, max_seq_len=args.decode_prompt + 2 * args.new_tokens + 8, max_rows=batch)
     plan = SamplingPlan([RowSampling(1.0, 0, 1.0, None)] * batch, runner.device)
