@@ -33,8 +33,8 @@ class ModelRunner:
     anything else, or ``lean=False``, runs the model's own HF forward. ``lean_reason`` says why not.
     ``cpu_kernels``: the lean forward runs on SGLang's CPU kernels where they load (auto), always (sglang: an
     error names why they cannot) or never (torch); ``kernels_problem`` says why they are not used. ``native_kernels``:
-    on those kernels, agentrl's own too (native_kernels.py: its decode attention, and decode steps' layer loop in C++)
-    where they build (auto), always (on) or never (off); ``native_problem`` says why they are not used.
+    on those kernels, agentrl's own too (native_kernels.py: its matmul and decode attention, and decode steps' layer
+    loop in C++) where they build (auto), always (on) or never (off); ``native_problem`` says why they are not used.
     """
 
     def __init__(

@@ -150,7 +150,9 @@ class SglangCpuKernels:
     buffers, viewed as the token pool the kernel expects (no copy). Calls too small to repay waking the OpenMP
     team (``ALONE_MAX_ELEMENTS``, ``ALONE_MAX_ATTENTION_ROWS``, ``ALONE_MAX_ATTENTION_MACS``) run on the calling
     thread alone where the team sleeps between regions (``team``: ``OmpTeam``); the matmuls always take the whole
-    team (one row's weights stream at 35 µs a call on two threads, 42 on one).
+    team (one row's weights stream at 35 µs a call on two threads, 42 on one). With ``native`` (after
+    ``native_kernels.native_problem`` is None), ``pack``, ``linear`` and ``decode_attention`` run agentrl's own kernels
+    instead; the norms, SiLU and rotary stay SGLang's.
     """
 
     def __init__(self, native: bool = False) -> None:
