@@ -154,6 +154,15 @@ class RunConfig(StrictModel):
                 )
             )
         problems.extend(self._async_problems())
+        if self.trainer.keep_activations_tokens and not self.trainer.gradient_checkpointing:
+            problems.append(
+                Problem(
+                    "trainer.keep_activations_tokens",
+                    f"{self.trainer.keep_activations_tokens}, but trainer.gradient_checkpointing is off, so every "
+                    "activation is kept already and the budget would mean nothing",
+                    "set trainer.gradient_checkpointing: true, or trainer.keep_activations_tokens: 0",
+                )
+            )
         if rollout.group_size < 2:
             problems.append(
                 Problem(

@@ -270,7 +270,14 @@ class TrainerConfig(StrictModel):
         8192, ge=64, description="Token budget of one packed micro-batch (bounds activation memory)."
     )
     gradient_checkpointing: bool = Field(
-        True, description="Recompute activations in backward (halves memory at about the same speed)."
+        True, description="Recompute activations in backward (bounds activation memory; costs part of a forward)."
+    )
+    keep_activations_tokens: int = Field(
+        0,
+        ge=0,
+        description="With gradient_checkpointing: keep the activations of as many decoder layers as this many tokens "
+        "through the whole model would hold. A micro-batch of T tokens recomputes ceil(L x (1 - N/T)) of its L "
+        "layers; one of at most N tokens recomputes none. 0 recomputes every layer (trainer/layer_checkpointing.py).",
     )
     share_prefix: bool = Field(
         True,

@@ -26,11 +26,13 @@ from agentrl.errors import ConfigError
 from agentrl.models.precision import has_fast_bf16
 from agentrl.trainer.batch import MicroBatch, TrainRow, collate, pack_micro_batches, split_mini_batches
 from agentrl.trainer.distributed import DistInfo, max_floats_over_ranks, max_over_ranks, sum_over_ranks
+from agentrl.trainer.layer_checkpointing import LayerCheckpointing
 from agentrl.trainer.logprobs import PolicyLogprobs, TokenLogprobs
 from agentrl.trainer.mismatch import MismatchMeter, abs_log_s, quantiles, write_back
 from agentrl.trainer.shared_prefix import pack_shared_prefix
 
-_OWN_SUMS = ("loss", "entropy_sum", "trained_tokens", "skipped_rows")  # the updater's; the loss declares its own
+# the updater's own sums; the loss declares its own
+_OWN_SUMS = ("loss", "entropy_sum", "trained_tokens", "skipped_rows", "micro_batches", "recomputed_layers")
 
 
 def lr_lambda(cfg: TrainerConfig, total_updates: int) -> Callable[[int], float]:
@@ -115,6 +117,11 @@ class PolicyUpdater:
                 "choose another algorithm.loss"
             )
         self.device = next(policy.parameters()).device
+        self.layer_checkpointing = (
+            LayerCheckpointing(policy.lm, cfg.keep_activations_tokens)
+            if cfg.gradient_checkpointing and cfg.keep_activations_tokens
+            else None
+        )
         # the engine's logprobs are this trainer's own (float rounding aside): recompute_stale may keep fresh rows'
         self.engine_logprobs_exact = engine_matches_fp32 and not autocast_bf16(cfg.precision, self.device.type)
         self.optimizer = torch.optim.AdamW(
@@ -222,6 +229,9 @@ class PolicyUpdater:
         )
 
     def _micro_loss(self, micro: MicroBatch, n_local: float, totals: _Totals) -> tuple[torch.Tensor, torch.Tensor]:
+        totals.sums["micro_batches"] += 1.0
+        if self.layer_checkpointing is not None:
+            totals.sums["recomputed_layers"] += self.layer_checkpointing.before_forward(micro.input_ids.numel())
         with self._autocast():
             out = self._forward(micro)
         logp_bt = micro.loss_layout(out.logp_bt)
@@ -262,6 +272,8 @@ class PolicyUpdater:
             }
         )
         out.update({f"train/{k}": v for k, v in totals.first.items()})
+        if self.layer_checkpointing is not None:  # layers that recomputed, per micro-batch (keep_activations_tokens)
+            out["train/recomputed_layers"] = sums["recomputed_layers"] / max(sums["micro_batches"], 1.0)
         return out
 
     def _proximal_from_forward(self, micro: MicroBatch, logp_bt: torch.Tensor) -> None:

@@ -49,6 +49,14 @@ STEP_OPTIONS: dict[str, dict[str, Any]] = {
     "shared_prefix": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "share_prefix": True},
     "shared_prefix_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "share_prefix": True},
     "checkpointing_shared": {"gradient_checkpointing": True, "micro_batch_tokens": 4096, "share_prefix": True},
+    "checkpointing_shared_2048": {"gradient_checkpointing": True, "micro_batch_tokens": 2048, "share_prefix": True},
+    # keeps as many layers' activations as 1536 tokens through the model hold (trainer/layer_checkpointing.py)
+    "shared_keep_1536": {
+        "gradient_checkpointing": True,
+        "micro_batch_tokens": 2048,
+        "share_prefix": True,
+        "keep_activations_tokens": 1536,
+    },
     # the same packed rows with SDPA over the whole row and its block mask (the default computes only the blocks)
     "checkpointing_shared_mask": {
         "gradient_checkpointing": True,
@@ -144,10 +152,10 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
     model_gb = rss_gb()
     updater.update(rows)
     state_gb = rss_gb()
-    times = []
+    times, metrics = [], {}
     for _ in range(args.repeats):
         started = time.perf_counter()
-        updater.update(rows)
+        metrics = updater.update(rows)
         times.append(time.perf_counter() - started)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return {
@@ -161,6 +169,7 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
         "forward_tokens": sum(int(m.input_ids.numel()) for m in micro),  # padded, per forward pass
         "update_s": min(times),
         "update_s_all": times,
+        "recomputed_layers": metrics.get("train/recomputed_layers"),  # per micro-batch, with keep_activations_tokens
     }
 
 

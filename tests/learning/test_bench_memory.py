@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_step_options_side_by_side() -> None:
     args = ["--arch", "small", "--batch", "4", "--prompt", "32", "--completion", "32", "--repeats", "1"]
-    options = "baseline,checkpointing,shared_prefix,checkpointing_shared_mask"
+    options = "baseline,checkpointing,shared_prefix,checkpointing_shared_mask,shared_keep_1536"
     report = json.loads(run_script("bench/bench_memory.py", *args, "--options", options))
     base, ckpt, shared = (report["options"][k] for k in ("baseline", "checkpointing", "shared_prefix"))
     assert base["peak_vs_baseline"] == 1.0 and ckpt["gradient_checkpointing"] is True
@@ -23,6 +23,9 @@ def test_step_options_side_by_side() -> None:
     assert shared["share_prefix"] is True and shared["forward_tokens"] == base["forward_tokens"] - 3 * 31
     masked = report["options"]["checkpointing_shared_mask"]  # the same packed rows, SDPA over the whole mask
     assert masked["packed_attention"] == "mask" and masked["forward_tokens"] == shared["forward_tokens"]
+    kept = report["options"]["shared_keep_1536"]  # micro-batches far below 1536 tokens: no layer recomputes
+    assert kept["keep_activations_tokens"] == 1536 and kept["recomputed_layers"] == 0.0
+    assert ckpt["recomputed_layers"] is None  # plain checkpointing does not choose layers
 
 
 def test_job_profile_has_every_phase(tiny_job: Path, tmp_path: Path) -> None:
