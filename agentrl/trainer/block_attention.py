@@ -50,6 +50,10 @@ class AttentionBlocks:
         """Refuse a layout that does not fit the tensors it is applied to (a packing bug, not user input)."""
         if any(row.length > width for row in self.rows):
             raise ValueError(f"attention blocks reach past the row width {width}: {self.rows}")
+        for row in self.rows:
+            starts = [start for start, _ in row.spans]
+            if starts != [row.prefix_len, *(end for _, end in row.spans[:-1])]:
+                raise ValueError(f"continuations must follow the prefix and each other without gaps: {row}")
 
 
 def _continuation_mask(prefix_len: int, n: int, device: torch.device) -> torch.Tensor:
@@ -71,19 +75,20 @@ def _row_attention(
 ) -> torch.Tensor:
     """[1, h, L, d] attention output of one row; padding positions get zeros (nothing attends to them)."""
     p = row.prefix_len
-    parts = [_sdpa(q[:, :, :p], k[:, :, :p], v[:, :, :p], None, scale, dropout)] if p else []
-    for start, end in row.spans:
-        own = slice(start, end)
+    sizes = [p, *(end - start for start, end in row.spans), q.shape[2] - row.length]
+    # split, not slicing: each slice's backward writes its gradient into a zeroed tensor of the whole row
+    qs, ks, vs = (x.split(sizes, dim=2) for x in (q, k, v))
+    parts = [_sdpa(qs[0], ks[0], vs[0], None, scale, dropout)] if p else []
+    for index, (start, end) in enumerate(row.spans, start=1):
         if p == 0:
-            parts.append(_sdpa(q[:, :, own], k[:, :, own], v[:, :, own], None, scale, dropout))
+            parts.append(_sdpa(qs[index], ks[index], vs[index], None, scale, dropout))
             continue
-        keys = torch.cat([k[:, :, :p], k[:, :, own]], dim=2)
-        values = torch.cat([v[:, :, :p], v[:, :, own]], dim=2)
+        keys = torch.cat([ks[0], ks[index]], dim=2)
+        values = torch.cat([vs[0], vs[index]], dim=2)
         mask = _continuation_mask(p, end - start, q.device)
-        parts.append(_sdpa(q[:, :, own], keys, values, mask, scale, dropout))
-    padding = q.shape[2] - row.length
-    if padding:
-        parts.append(q.new_zeros(*q.shape[:2], padding, v.shape[-1]))
+        parts.append(_sdpa(qs[index], keys, values, mask, scale, dropout))
+    if sizes[-1]:
+        parts.append(q.new_zeros(*q.shape[:2], sizes[-1], v.shape[-1]))
     return torch.cat(parts, dim=2)
 
 
@@ -119,8 +124,8 @@ def block_sdpa_attention(
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)
     rows = [
-        _row_attention(query[f : f + 1], key[f : f + 1], value[f : f + 1], row, scaling, dropout)
-        for f, row in enumerate(attention_blocks.rows)
+        _row_attention(q, k, v, row, scaling, dropout)
+        for q, k, v, row in zip(query.split(1), key.split(1), value.split(1), attention_blocks.rows, strict=True)
     ]
     return torch.cat(rows, dim=0).transpose(1, 2).contiguous(), None
 

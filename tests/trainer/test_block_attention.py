@@ -85,6 +85,9 @@ def test_a_layout_past_the_rows_is_refused() -> None:
     k = v = torch.randn(1, KV_HEADS, 8, DIM)
     with pytest.raises(ValueError, match="past the row width 8"):
         block_sdpa_attention(_Attention(), q, k, v, None, attention_blocks=AttentionBlocks((RowBlocks(4, ((4, 9),)),)))
+    with pytest.raises(ValueError, match="without gaps"):  # the row is cut at the spans, so they must tile it
+        gap = AttentionBlocks((RowBlocks(2, ((3, 8),)),))
+        block_sdpa_attention(_Attention(), q, k, v, None, attention_blocks=gap)
     with pytest.raises(ValueError, match="2 row layouts for a batch of 1"):
         two = AttentionBlocks((RowBlocks(0, ((0, 8),)), RowBlocks(0, ((0, 8),))))
         block_sdpa_attention(_Attention(), q, k, v, None, attention_blocks=two)

@@ -87,6 +87,32 @@ def test_head_and_log_softmax_stay_fp32_under_autocast() -> None:
     assert logp.dtype == torch.float32 and torch.equal(logp, ref_logp) and torch.equal(ent, ref_ent)
 
 
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_head_backward_runs_in_autocasts_dtype(with_bias: bool) -> None:
+    """Under bf16 autocast the head's gradients come from bf16 matmuls: within bf16's rounding of float32's
+    (and not equal to them, so the bf16 path ran); without autocast they are float32's exactly."""
+    gen = torch.Generator().manual_seed(0)
+    hidden, weight = torch.randn(40, 64, generator=gen), torch.randn(500, 64, generator=gen) / 8
+    bias = torch.randn(500, generator=gen) if with_bias else None
+    targets = torch.randint(0, 500, (40,), generator=gen)
+    upstream = torch.randn(40, generator=gen)
+
+    def grads(autocast: bool) -> list[torch.Tensor]:
+        leaves = [t.detach().clone().requires_grad_() for t in (hidden, weight, *([bias] if with_bias else []))]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logp, _ = _chunk_logprobs(*leaves[:2], leaves[2] if with_bias else None, targets, 0.7)
+        (logp * upstream).sum().backward()
+        return [leaf.grad for leaf in leaves]  # type: ignore[misc]
+
+    exact, bf16 = grads(False), grads(True)
+    for want, got in zip(exact, bf16, strict=True):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, want, rtol=0.02, atol=0.02 * float(want.abs().max()))
+    assert not torch.equal(bf16[0], exact[0]) and not torch.equal(bf16[1], exact[1])
+    if with_bias:  # the bias gradient is a float32 sum either way
+        torch.testing.assert_close(bf16[2], exact[2], rtol=1e-6, atol=1e-6)
+
+
 def test_bf16_autocast_update_keeps_fp32_master_weights_and_a_fp32_loss(tiny_lm: torch.nn.Module) -> None:
     before = {n: p.detach().clone() for n, p in tiny_lm.named_parameters()}
     updater = _updater(tiny_lm, "bf16_autocast")
