@@ -64,9 +64,17 @@ def _continuation_mask(prefix_len: int, n: int, device: torch.device) -> torch.T
 def _sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float | None, dropout: float
 ) -> torch.Tensor:
-    """SDPA with either a bool mask or (``mask`` None) the causal mask of a square block."""
+    """SDPA with either a bool mask or (``mask`` None) the causal mask of a square block; key/value heads may
+    serve several query heads each (GQA), which SDPA reads in place instead of from repeated copies."""
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=mask is None, scale=scale
+        q,
+        k,
+        v,
+        attn_mask=mask,
+        dropout_p=dropout,
+        is_causal=mask is None,
+        scale=scale,
+        enable_gqa=q.shape[1] != k.shape[1],
     )
 
 
@@ -92,14 +100,6 @@ def _row_attention(
     return torch.cat(parts, dim=2)
 
 
-def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
-    """[b, kv, L, d] -> [b, kv * groups, L, d]: each key/value head serves ``groups`` query heads (GQA)."""
-    if groups == 1:
-        return x
-    b, kv, length, d = x.shape
-    return x[:, :, None].expand(b, kv, groups, length, d).reshape(b, kv * groups, length, d)
-
-
 def block_sdpa_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -121,8 +121,6 @@ def block_sdpa_attention(
     if len(attention_blocks.rows) != query.shape[0]:
         raise ValueError(f"{len(attention_blocks.rows)} row layouts for a batch of {query.shape[0]} rows")
     attention_blocks.check_width(query.shape[2])
-    groups = getattr(module, "num_key_value_groups", 1)
-    key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)
     rows = [
         _row_attention(q, k, v, row, scaling, dropout)
         for q, k, v, row in zip(query.split(1), key.split(1), value.split(1), attention_blocks.rows, strict=True)
