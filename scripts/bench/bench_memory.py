@@ -6,8 +6,9 @@ runs in its own subprocess, so its ``ru_maxrss`` is that option's honest peak; `
 first update (model, gradients, AdamW state: what no option changes) and ``activations_gb`` the peak above it.
 
 ``job``: the real job (``agentrl train CONFIG`` for a few steps; the held-out evaluations only with ``--eval``) per
-option set, with the peak RSS of every phase (model load, rollout, update, weight sync, checkpoint, eval) sampled by
-resetting the kernel's high-water mark (``/proc/self/clear_refs``) at each phase start. Run it under
+option set, with the peak RSS (GiB) of every phase (model load, rollout, update, weight sync, checkpoint, eval)
+sampled by resetting the kernel's high-water mark (``/proc/self/clear_refs``) at each phase start. Each worker runs
+on the allocator the agentrl command uses (TCMalloc where installed; ``allocator`` says which). Run it under
 ``flock /tmp/agentrl-heavy.lock``.
 
     python scripts/bench/bench_memory.py                                   # step options, random SmolLM2-shaped weights
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentrl.util.allocator import loaded_allocator, use_preferred_allocator
 from agentrl.util.openmp_env import short_spin_unless_chosen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -169,6 +171,7 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
         "forward_tokens": sum(int(m.input_ids.numel()) for m in micro),  # padded, per forward pass
         "update_s": min(times),
         "update_s_all": times,
+        "allocator": loaded_allocator(),
         "recomputed_layers": metrics.get("train/recomputed_layers"),  # per micro-batch, with keep_activations_tokens
     }
 
@@ -274,6 +277,7 @@ def job_worker(config: str, overrides: list[str], run_root: Path, with_eval: boo
             p: max(x["peak_gb"] for x in phases if x["phase"] == p) for p in {x["phase"] for x in phases}
         },
         "phases": phases,
+        "allocator": loaded_allocator(),
     }
 
 
@@ -330,6 +334,8 @@ def main() -> None:
     parser.add_argument("--eval", action="store_true", help="job: keep the config's held-out evaluations (phase eval).")
     parser.add_argument("--run-root", type=Path, default=Path("runs/bench_memory"), help="job: run directories.")
     args = parser.parse_args()
+    if args.worker:  # measure under the allocator the agentrl command runs on (TCMalloc where installed)
+        use_preferred_allocator()
     if args.worker and args.mode == "step":
         print(json.dumps(step_worker(args.worker, args)))
     elif args.worker:

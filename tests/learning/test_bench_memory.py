@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from learning_helpers import run_script
+
+from agentrl.util.allocator import find_tcmalloc
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +39,12 @@ def test_job_profile_has_every_phase(tiny_job: Path, tmp_path: Path) -> None:
     job = report["options"]["ckpt"]
     assert set(job["phase_peak_gb"]) == {"load", "rollout", "update", "sync", "checkpoint"}
     assert job["peak_gb"] >= max(job["phase_peak_gb"].values()) > 0.1 and len(job["step_s"]) == 1
+    assert job["allocator"] == _commands_allocator()  # measured on what the agentrl command runs on
+
+
+def _commands_allocator() -> str:
+    wanted = os.environ.get("AGENTRL_ALLOCATOR", "auto") != "system"
+    return "tcmalloc" if wanted and find_tcmalloc() is not None else "system"
 
 
 def test_job_profile_with_eval_records_both_evaluations(tiny_job: Path, tmp_path: Path) -> None:
