@@ -44,7 +44,7 @@ class LayerCheckpointing:
         if keep_tokens and missing:
             raise ConfigError(
                 f"trainer.keep_activations_tokens needs decoder layers that checkpoint one by one, but "
-                f"{missing[0]} has no gradient_checkpointing flag (transformers older than 4.52?); "
+                f"{missing[0]} has no gradient_checkpointing flag (an older transformers?); "
                 "set trainer.keep_activations_tokens: 0 or upgrade transformers"
             )
         self.recomputed = len(self.layers)

@@ -29,8 +29,8 @@ class _Float32HeadLinear(torch.autograd.Function):
     """``hidden @ weight.T + bias`` in float32, with the two matmuls of its backward in ``grad_dtype``.
 
     The logits feed the loss's ratios, so they are float32; their gradient is what autocast computes every
-    other layer's in, so under bf16 autocast it is bf16 too (the head's backward was 4x slower in float32 on
-    a CPU with bf16 units, about 5 % of the main job's update).
+    other layer's in, so under bf16 autocast it is bf16 too (on a CPU with bf16 units float32 matmuls run at
+    about a quarter of bf16's rate; docs/results/memory-and-speed.md measures the update with and without).
     """
 
     @staticmethod
