@@ -33,28 +33,25 @@ def layers_to_recompute(num_layers: int, tokens: int, keep_tokens: int) -> int:
 class LayerCheckpointing:
     """Sets, before each micro-batch's forward, which decoder layers recompute their activations.
 
-    ``keep_tokens`` 0 recomputes every layer (plain activation checkpointing). The model must already have
-    activation checkpointing enabled (``set_activation_checkpointing``): this only chooses among its layers.
+    Built only for ``keep_tokens`` > 0 (0 is plain activation checkpointing, which needs no choosing). The model
+    must already have activation checkpointing enabled (``set_activation_checkpointing``): this only chooses
+    among its layers.
     """
 
     def __init__(self, lm: nn.Module, keep_tokens: int) -> None:
         self.keep_tokens = keep_tokens
         self.layers = list(decoder_layers_of(lm))
         missing = [type(layer).__name__ for layer in self.layers if not hasattr(layer, "gradient_checkpointing")]
-        if keep_tokens and missing:
+        if missing:
             raise ConfigError(
                 f"trainer.keep_activations_tokens needs decoder layers that checkpoint one by one, but "
                 f"{missing[0]} has no gradient_checkpointing flag (an older transformers?); "
                 "set trainer.keep_activations_tokens: 0 or upgrade transformers"
             )
-        self.recomputed = len(self.layers)
 
     def before_forward(self, tokens: int) -> int:
         """Choose the layers for a forward of ``tokens`` (padded) tokens; returns how many recompute."""
-        if not self.keep_tokens:
-            return self.recomputed
         count = layers_to_recompute(len(self.layers), tokens, self.keep_tokens)
         for index, layer in enumerate(self.layers):
             layer.gradient_checkpointing = index < count
-        self.recomputed = count
         return count
