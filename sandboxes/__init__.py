@@ -22,6 +22,7 @@ from sandboxes.process_backend import ProcessSandbox
 from sandboxes.reaper import reap_stale_containers
 from sandboxes.result import ExecResult
 from sandboxes.service import SandboxService, ServiceReply
+from sandboxes.shared import close_shared_pools, shared_pool
 
 __all__ = [
     "AutoSandboxConfig",
@@ -46,9 +47,11 @@ __all__ = [
     "SandboxStartError",
     "SandboxUnavailableError",
     "ServiceReply",
+    "close_shared_pools",
     "docker_available",
     "make_sandbox",
     "parse_sandbox_config",
     "reap_stale_containers",
     "resolve_backend",
+    "shared_pool",
 ]

@@ -1,5 +1,7 @@
-"""SandboxPool: N warm sandboxes handed out one caller at a time, reset on release, replaced when broken.
+"""SandboxPool: warm sandboxes handed out one caller at a time, reset on release, replaced when broken.
 
+A pool starts ``size`` sandboxes and grows, when every one is in use, up to ``max_size`` (default ``size``;
+None: no bound), so an elastic pool (``size=0, max_size=None``) holds the most its callers ever used at once.
 Thread-safe (rollouts call env.step from a thread pool); `acquire_async`/`release_async` wrap the same
 calls for asyncio code. Docker containers carry the pool's run id; stale ones of dead processes are
 reaped when a pool starts (and when any process starts its first sandbox, ``reaper.py``).
@@ -16,6 +18,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 from sandboxes.base import Sandbox
 from sandboxes.config import DockerSandboxConfig, ProcessSandboxConfig
@@ -28,16 +31,30 @@ log = logging.getLogger(__name__)
 
 
 class SandboxPool:
-    """Keeps `size` warm sandboxes of one config; acquire() blocks while all are in use."""
+    """Keeps warm sandboxes of one config: `size` from the start, up to `max_size` when in demand; acquire()
+    blocks while `max_size` are in use."""
 
     def __init__(
-        self, config: DockerSandboxConfig | ProcessSandboxConfig, size: int, *, run_id: str | None = None
+        self,
+        config: DockerSandboxConfig | ProcessSandboxConfig,
+        size: int,
+        *,
+        max_size: int | None | Literal["size"] = "size",
+        run_id: str | None = None,
     ) -> None:
-        if not isinstance(size, int) or size < 1:
-            raise SandboxConfigError(f"pool size must be an int >= 1, got {size!r}")
+        self.max_size = size if max_size == "size" else max_size
+        if not isinstance(size, int) or size < 0 or (size == 0 and self.max_size is not None):
+            raise SandboxConfigError(
+                f"pool size must be an int >= 1 (or 0 with max_size=None, an elastic pool), got {size!r}"
+            )
+        if self.max_size is not None and (not isinstance(self.max_size, int) or self.max_size < size):
+            raise SandboxConfigError(f"pool max_size must be None or an int >= size {size}, got {max_size!r}")
         self.config, self.size = config, size
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.replaced = 0
+        self.started = size  # sandboxes this pool started, replacements included
+        self.handed_out = 0
+        self._starting = 0  # sandboxes being started for an acquire (counted against max_size)
         self._free: deque[Sandbox] = deque()
         self._in_use: set[int] = set()
         self._all: list[Sandbox] = []
@@ -51,7 +68,7 @@ class SandboxPool:
             if removed:
                 log.warning("removed %d sandbox containers left by crashed runs: %s", len(removed), removed)
         try:
-            with ThreadPoolExecutor(max_workers=min(size, 4)) as executor:
+            with ThreadPoolExecutor(max_workers=max(1, min(size, 4))) as executor:
                 self._all = list(executor.map(lambda _: self._new_sandbox(), range(size)))
         except BaseException:
             self.close()
@@ -64,24 +81,53 @@ class SandboxPool:
         return ProcessSandbox(self.config)
 
     def acquire(self, timeout_s: float | None = None) -> Sandbox:
-        """A free, reset sandbox; waits up to timeout_s (None: forever) while all are in use."""
+        """A free, reset sandbox (a new one while the pool is below max_size); waits up to timeout_s (None:
+        forever) while max_size are in use."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
-            while not self._free:
-                if self._closed or not self._all:
-                    raise SandboxPoolError(f"sandbox pool {self.run_id} is closed or empty: create a new pool")
+            while True:
+                if self._closed:
+                    raise SandboxPoolError(f"sandbox pool {self.run_id} is closed: create a new pool")
+                if self._free:
+                    sandbox = self._free.pop()
+                    self._in_use.add(id(sandbox))
+                    self.handed_out += 1
+                    return sandbox
+                if self._may_grow():
+                    self._starting += 1  # the slot is this caller's; the sandbox starts outside the lock
+                    break
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise SandboxPoolError(
-                        f"no sandbox free within {timeout_s}s (pool size {self.size}): raise the pool size "
-                        "or release sandboxes sooner"
+                        f"no sandbox free within {timeout_s}s (pool max_size {self.max_size}): raise the pool's "
+                        "max_size or release sandboxes sooner"
                     )
                 self._cond.wait(remaining)
-            if self._closed:
-                raise SandboxPoolError(f"sandbox pool {self.run_id} is closed: create a new pool")
-            sandbox = self._free.pop()
+        return self._grow()
+
+    def _may_grow(self) -> bool:
+        return self.max_size is None or len(self._all) + self._starting < self.max_size
+
+    def _grow(self) -> Sandbox:
+        """Start one more sandbox for the caller (its slot was reserved in acquire)."""
+        try:
+            sandbox = self._new_sandbox()
+        except BaseException:
+            with self._cond:
+                self._starting -= 1
+                self._cond.notify()
+            raise
+        with self._cond:
+            self._starting -= 1
+            self._all.append(sandbox)
             self._in_use.add(id(sandbox))
-            return sandbox
+            self.started += 1
+            self.handed_out += 1
+            if self._closed:
+                self._in_use.discard(id(sandbox))
+                sandbox.close()
+                raise SandboxPoolError(f"sandbox pool {self.run_id} was closed while a sandbox started")
+        return sandbox
 
     def release(self, sandbox: Sandbox) -> None:
         """Reset the sandbox and return it; a sandbox that fails to reset is replaced by a fresh one."""
@@ -111,6 +157,7 @@ class SandboxPool:
             self._all.append(fresh)
             self._in_use.add(id(fresh))
             self.replaced += 1
+            self.started += 1
         return fresh
 
     @contextlib.contextmanager
@@ -137,8 +184,7 @@ class SandboxPool:
             to_close = [s for s in self._all if id(s) not in self._in_use]
             self._free.clear()
             self._cond.notify_all()
-        for sandbox in to_close:
-            sandbox.close()
+        _close_in_parallel(to_close)
         if self._client is not None and not self._in_use:
             reap_stale_containers(self._client, run_id=self.run_id)
 
@@ -147,3 +193,16 @@ class SandboxPool:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _close_in_parallel(sandboxes: list[Sandbox], threads: int = 4) -> None:
+    """Close sandboxes a few at once (removing a container is a round trip to the engine). Plain threads, not an
+    executor: a pool closed at interpreter exit runs after concurrent.futures stopped taking work."""
+    workers = [
+        threading.Thread(target=lambda part=sandboxes[i::threads]: [s.close() for s in part], daemon=True)
+        for i in range(min(threads, len(sandboxes)))
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()

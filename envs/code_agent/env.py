@@ -168,9 +168,10 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
 
     def _check(self, code: str) -> Verdicts:
         """The draft's verdicts on the visible examples."""
-        return self._flagged(
-            run_tests(self.grader, self.grading_sandbox(), self.task.coding_task(), code, self.task.visible_tests())
-        )
+        with self.grading_sandbox() as sandbox:
+            return self._flagged(
+                run_tests(self.grader, sandbox, self.task.coding_task(), code, self.task.visible_tests())
+            )
 
     def _flagged(self, verdicts: Verdicts) -> Verdicts:
         """Add a check's hack flags to the episode's."""
@@ -216,9 +217,10 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         return self._grade(code, self._shape(verdicts), verdicts)
 
     def _grade(self, code: str, reward: float, verdicts: Verdicts | None) -> StepResult:
-        hidden = self._flagged(
-            run_tests(self.grader, self.grading_sandbox(), self.task.coding_task(), code, self.task.hidden_tests())
-        )
+        with self.grading_sandbox() as sandbox:
+            hidden = self._flagged(
+                run_tests(self.grader, sandbox, self.task.coding_task(), code, self.task.hidden_tests())
+            )
         outcome = float(hidden.success) if self.config.outcome == "all" else hidden.fraction
         reward += self._terminal_shaping()
         zeroed = bool(self.flags) and self.config.zero_reward_if_flagged  # any check of the episode was flagged

@@ -142,7 +142,8 @@ class CodeExecEnv(SandboxSession, MultiTurnEnv):
         return [message], cost + bonus, False, last_turn, info
 
     def _submit(self, parsed: CodeAction) -> StepResult:
-        result = self.grader.grade(self.grading_sandbox(), self.task, "\n" + parsed.code)
+        with self.grading_sandbox() as sandbox:
+            result = self.grader.grade(sandbox, self.task, "\n" + parsed.code)
         flags = result.flag_strings
         reward, components = result.fraction, {"tests": result.fraction}
         zeroed = bool(flags) and self.config.zero_reward_if_flagged

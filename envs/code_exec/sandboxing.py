@@ -1,21 +1,13 @@
-"""Opening the code-exec sandbox, and showing cell output to the model.
+"""Showing a sandboxed cell's output to the model: stdout, stderr and status notes, head and tail kept.
 
-The settings are a typed ``sandboxes`` config (``CodeExecConfig.sandbox``); ``kind: auto`` uses Docker
-when an engine answers and the image exists, else the process backend with a warning (weaker
-isolation: see docs/sandbox-security.md). Both choices are made by ``sandboxes.make_sandbox``.
+The sandboxes themselves come from the process's shared pools (``envs.code_exec.session``); their settings are
+a typed ``sandboxes`` config (``CodeExecConfig.sandbox``), whose ``kind: auto`` uses Docker when an engine
+answers and the image exists, else the process backend with a warning (docs/sandbox-security.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from sandboxes import Sandbox, make_sandbox
-from sandboxes.config import SandboxConfig
-
-
-def open_sandbox(config: SandboxConfig) -> Sandbox:
-    """Start the env's sandbox from its typed settings (``kind: auto`` is resolved by ``sandboxes.make_sandbox``)."""
-    return make_sandbox(config)
 
 
 def _clip(text: str, max_chars: int) -> str:

@@ -2,8 +2,12 @@
 the verified replay of a session's cells on restore, and their release.
 
 Grading never runs in the session's sandbox: the model's run cells could prepare it (write files the graded
-draft reads, leave state in /tmp or /dev/shm). It runs in a second sandbox of the same settings that only
-graded code ever enters, reset (every writable place wiped) before each grading (``grading_sandbox``).
+draft reads, leave state in /tmp or /dev/shm). It runs in another sandbox of the same settings that only
+graded code ever enters, borrowed for the one grading (``grading_sandbox``).
+
+Both come from the process's shared pools (``sandboxes.shared``), one per purpose: an env's session sandbox is
+given back when the env closes, a grading sandbox after each grading, and the pool resets every sandbox given
+back (every process killed, every writable place wiped), so the next owner starts warm and clean.
 
 A mixin for ``MultiTurnEnv`` subclasses whose ``config`` has ``sandbox``, ``cell_timeout_s``,
 ``test_timeout_s``, ``grading_timeout_s`` and ``max_output_chars`` (``CodeExecConfig``, ``CodeAgentConfig``).
@@ -11,12 +15,15 @@ A mixin for ``MultiTurnEnv`` subclasses whose ``config`` has ``sandbox``, ``cell
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentrl.errors import PreflightError, ReplayDivergenceError
 from envs.code_exec.grading import Grader, GraderConfig, require_isolation
-from envs.code_exec.sandboxing import open_sandbox, shorten
+from envs.code_exec.sandboxing import shorten
+from sandboxes import Sandbox
+from sandboxes.shared import shared_pool
 
 
 class SandboxSession:
@@ -24,23 +31,24 @@ class SandboxSession:
 
     config: Any
     _sandbox: Any = None
-    _grading_sandbox: Any = None
     _grader: Grader | None = None
 
     @property
-    def sandbox(self) -> Any:
-        """The env's sandbox, started on first use."""
+    def sandbox(self) -> Sandbox:
+        """The env's session sandbox, taken from the shared pool on first use (given back on close)."""
         if self._sandbox is None:
-            self._sandbox = open_sandbox(self.config.sandbox)
+            self._sandbox = shared_pool(self.config.sandbox, "session").acquire()
         return self._sandbox
 
-    def grading_sandbox(self) -> Any:
-        """A sandbox in a state no run cell prepared, for one grading: its own, started on first use, reset now."""
-        if self._grading_sandbox is None:
-            self._grading_sandbox = open_sandbox(self.config.sandbox)
-        else:
-            self._grading_sandbox.reset()
-        return self._grading_sandbox
+    @contextlib.contextmanager
+    def grading_sandbox(self) -> Iterator[Sandbox]:
+        """A sandbox no run cell ever entered, reset since its last grading, for one grading (then given back)."""
+        pool = shared_pool(self.config.sandbox, "grading")
+        sandbox = pool.acquire()
+        try:
+            yield sandbox
+        finally:
+            pool.release(sandbox)
 
     @property
     def grader(self) -> Grader:
@@ -86,12 +94,10 @@ class SandboxSession:
                 )
 
     def close(self) -> None:
-        """Release the sandboxes and the grader's judge process (idempotent)."""
+        """Give the session sandbox back to its pool and stop the grader's judge process (idempotent)."""
         if self._grader is not None:
             self._grader.close()
             self._grader = None
-        for name in ("_sandbox", "_grading_sandbox"):
-            sandbox = getattr(self, name)
-            if sandbox is not None:
-                sandbox.close()
-                setattr(self, name, None)
+        if self._sandbox is not None:
+            sandbox, self._sandbox = self._sandbox, None
+            shared_pool(self.config.sandbox, "session").release(sandbox)

@@ -161,10 +161,9 @@ def test_auto_sandbox_prefers_docker_and_bad_settings_fail_early(sandbox_kind: s
 @pytest.mark.slow
 def test_every_bundled_reference_solution_passes_its_hidden_tests_unflagged() -> None:
     from envs.code_exec.grading import Grader
-    from envs.code_exec.sandboxing import open_sandbox
-    from sandboxes import ProcessSandboxConfig
+    from sandboxes import ProcessSandboxConfig, make_sandbox
 
-    with open_sandbox(ProcessSandboxConfig()) as sandbox, Grader() as grader:
+    with make_sandbox(ProcessSandboxConfig()) as sandbox, Grader() as grader:
         results = {t.task_id: grader.grade(sandbox, t, "\n" + (t.solution or "")) for t in load_tasks("easy", "all")}
     assert [i for i, r in results.items() if not r.success] == []
     assert {i: r.flag_strings for i, r in results.items() if r.flags} == {}

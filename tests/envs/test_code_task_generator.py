@@ -147,13 +147,12 @@ def test_real_grader_agrees_on_a_task_of_every_family(sandbox_kind: str) -> None
     from envs.code_agent.verdicts import run_tests
     from envs.code_exec.config import kind_defaults_to_auto
     from envs.code_exec.grading import Grader
-    from envs.code_exec.sandboxing import open_sandbox
-    from sandboxes import parse_sandbox_config
+    from sandboxes import make_sandbox, parse_sandbox_config
     from tests.envs.conftest import sandbox_settings
 
     firsts = {t.kind: t for t in reversed(generate_tasks())}  # one task per family
     config = parse_sandbox_config(kind_defaults_to_auto(sandbox_settings(sandbox_kind)))
-    with open_sandbox(config) as sandbox, Grader() as grader:
+    with make_sandbox(config) as sandbox, Grader() as grader:
         for task in firsts.values():
             tests = task.visible_tests() + task.hidden_tests()
             honest = run_tests(grader, sandbox, task.coding_task(), task.solution, tests)

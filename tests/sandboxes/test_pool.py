@@ -130,3 +130,35 @@ def test_reaper_spares_containers_of_live_owners(config_for: ConfigFactory) -> N
         assert container.name not in reap_stale_containers(client)
         container.reload()
         assert container.status == "running"
+
+
+def test_an_elastic_pool_grows_to_its_peak_and_hands_the_same_sandboxes_out_again(
+    backend: str, config_for: ConfigFactory
+) -> None:
+    with SandboxPool(config_for(backend), 0, max_size=None) as pool:
+        first = [pool.acquire() for _ in range(3)]
+        first[0].run_python("import os; os.makedirs('/dev/shm/kept', exist_ok=True); secret = 1", 5)
+        for sandbox in first:
+            pool.release(sandbox)
+        again = [pool.acquire() for _ in range(3)]
+        assert pool.started == 3 and pool.handed_out == 6
+        assert {id(s) for s in again} == {id(s) for s in first}
+        for sandbox in again:
+            assert "NameError" in sandbox.run_python("secret", 5).stderr
+            assert "kept" not in sandbox.run_python("import os; print(os.listdir('/dev/shm'))", 5).stdout
+        for sandbox in again:
+            pool.release(sandbox)
+
+
+def test_a_pool_grows_up_to_max_size_then_waits() -> None:
+    from sandboxes import ProcessSandboxConfig, SandboxConfigError
+
+    with SandboxPool(ProcessSandboxConfig(), 1, max_size=2) as pool:
+        held = [pool.acquire(), pool.acquire()]
+        assert pool.started == 2
+        with pytest.raises(SandboxPoolError, match="no sandbox free within 0.1s .*max_size 2"):
+            pool.acquire(timeout_s=0.1)
+        for sandbox in held:
+            pool.release(sandbox)
+    with pytest.raises(SandboxConfigError, match="max_size must be None or an int >= size 2"):
+        SandboxPool(ProcessSandboxConfig(), 2, max_size=1)

@@ -1,7 +1,7 @@
 """CodeExec for the kill/interrupt tests of ``agentrl train`` (importable as ``durability_envs:Class``).
 
 The tiny random model never writes a code block, so plain CodeExec would never start a sandbox;
-this one runs a cell at ``reset`` (its sandbox starts through CodeExec's own ``open_sandbox``), and
+this one runs a cell at ``reset`` (its sandbox comes from CodeExec's own shared pool), and
 gives a third of the tasks long replies, the heavy tail that leaves episodes partial at a step
 boundary (``info["max_new_tokens"]`` caps the others at 2 tokens).
 """

@@ -1,0 +1,59 @@
+"""Process-wide elastic pools: a sandbox one owner gave back starts the next owner's work warm.
+
+Starting a Docker sandbox is a container start; dozens at once beside a busy engine took seconds each (a
+main-job run's first step spent 240-310 s of its episodes' time starting them). Owners that come and go (an
+evaluation's envs, then a rollout's) take their sandboxes from one elastic ``SandboxPool`` per purpose and
+settings, and give them back on close; each is reset on release (every process killed, every writable place
+wiped: ``Sandbox.reset``), the same guarantee a sandbox gives between two episodes of one owner.
+
+Pools are per purpose so that a sandbox keeps one role for its life (an env's grading sandboxes only ever run
+graded code), and per process (a forked child starts its own; its parent's containers are not its to reuse).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from sandboxes.factory import AnySandboxConfig, parse_sandbox_config, resolve_backend
+from sandboxes.pool import SandboxPool
+
+_pools: dict[tuple[int, str, str], SandboxPool] = {}
+_lock = threading.Lock()
+_exit_hook_pid: int | None = None
+
+
+def shared_pool(config: AnySandboxConfig | Mapping[str, Any], purpose: str) -> SandboxPool:
+    """This process's elastic pool for sandboxes of ``config`` used for ``purpose`` (e.g. "session", "grading").
+
+    ``kind: auto`` is resolved once, when the pool is made. Acquire with ``pool.acquire()`` and give back with
+    ``pool.release(sandbox)``; the pool keeps as many as were ever in use at once, until the process exits.
+    """
+    if isinstance(config, Mapping):
+        config = parse_sandbox_config(config)
+    key = (os.getpid(), purpose, f"{type(config).__name__}:{config.model_dump_json()}")
+    with _lock:
+        pool = _pools.get(key)
+        if pool is None:
+            _register_exit_hook()
+            pool = _pools[key] = SandboxPool(resolve_backend(config), 0, max_size=None)
+    return pool
+
+
+def close_shared_pools() -> None:
+    """Close this process's shared pools (their free sandboxes now, those in use when given back)."""
+    with _lock:
+        mine = [key for key in _pools if key[0] == os.getpid()]
+        pools = [_pools.pop(key) for key in mine]
+    for pool in pools:
+        pool.close()
+
+
+def _register_exit_hook() -> None:
+    global _exit_hook_pid
+    if _exit_hook_pid != os.getpid():
+        atexit.register(close_shared_pools)
+        _exit_hook_pid = os.getpid()
