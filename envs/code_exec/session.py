@@ -22,7 +22,7 @@ from typing import Any
 from agentrl.errors import PreflightError, ReplayDivergenceError
 from envs.code_exec.grading import Grader, GraderConfig, require_isolation
 from envs.code_exec.sandboxing import shorten
-from sandboxes import Sandbox
+from sandboxes import Sandbox, SandboxPool
 from sandboxes.shared import shared_pool
 
 
@@ -30,14 +30,16 @@ class SandboxSession:
     """The sandbox session of a code env; constructing the env starts nothing."""
 
     config: Any
-    _sandbox: Any = None
+    _sandbox: Sandbox | None = None
+    _sandbox_pool: SandboxPool | None = None  # the pool _sandbox came from, which takes it back
     _grader: Grader | None = None
 
     @property
     def sandbox(self) -> Sandbox:
         """The env's session sandbox, taken from the shared pool on first use (given back on close)."""
         if self._sandbox is None:
-            self._sandbox = shared_pool(self.config.sandbox, "session").acquire()
+            self._sandbox_pool = shared_pool(self.config.sandbox, "session")
+            self._sandbox = self._sandbox_pool.acquire()
         return self._sandbox
 
     @contextlib.contextmanager
@@ -98,6 +100,6 @@ class SandboxSession:
         if self._grader is not None:
             self._grader.close()
             self._grader = None
-        if self._sandbox is not None:
+        if self._sandbox is not None and self._sandbox_pool is not None:
             sandbox, self._sandbox = self._sandbox, None
-            shared_pool(self.config.sandbox, "session").release(sandbox)
+            self._sandbox_pool.release(sandbox)
