@@ -249,3 +249,62 @@ def test_per_split_settings_override_the_eval_defaults(tmp_path: Path, tiny_mode
     kinds, instances = asyncio.run(both())
     assert kinds.samples == 3 and all(len(t.successes) == 3 for t in kinds.tasks)
     assert instances.samples == 1 and all(len(t.successes) == 1 for t in instances.tasks)
+
+
+def test_split_slots_share_the_evaluation_concurrency() -> None:
+    from agentrl.trainer.heldout import split_slots
+
+    assert split_slots(32, [12, 20]) == [12, 20]  # they fit together: each split all of its episodes
+    assert split_slots(32, [12, 23]) == [10, 21]  # the main job's: 35 episodes share 32 places
+    assert split_slots(32, [24, 24]) == [16, 16]
+    assert split_slots(8, [1, 100]) == [1, 7]  # at least one each
+    assert sum(split_slots(32, [40, 23, 5])) <= 32
+
+
+class _InFlight(_Recorder):
+    """A recorder that also counts the generate calls in flight at once."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.now = self.most = 0
+
+    async def generate(self, input_ids: list[int], sampling: Any, request_id: str | None = None) -> Any:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            return await super().generate(input_ids, sampling, request_id)
+        finally:
+            self.now -= 1
+
+
+def test_heldout_eval_runs_the_splits_at_once(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Both splits' episodes are in flight together, and each split scores what it scores alone."""
+    import asyncio
+
+    from agentrl.engines.factory import make_engine
+    from agentrl.models.loading import load_tokenizer
+    from agentrl.trainer.heldout import evaluate_split, heldout_eval
+
+    section = {"splits": ["test_kinds", "test_instances"], "max_tasks": 2, "samples": 2, "temperature": 1.0}
+    cfg = load_config(_config(tmp_path, tiny_model_dir, section), [])
+    tokenizer = load_tokenizer(tiny_model_dir)
+
+    async def together_then_alone() -> tuple[_InFlight, list[Any], list[Any]]:
+        engine = make_engine(cfg.engine, cfg.model)
+        try:
+            together = _InFlight(engine)
+            await heldout_eval(cfg, together, tokenizer, tmp_path, "before")
+            alone = _Recorder(engine)
+            for split in cfg.eval.splits:
+                await evaluate_split(cfg, alone, tokenizer, split)
+            return together, sorted(together.outputs), sorted(alone.outputs)
+        finally:
+            await engine.close()
+
+    together, both, each = asyncio.run(together_then_alone())
+    assert together.most > 4  # one split has 2 tasks x 2 samples: more in flight means both splits were
+    assert both == each
+    assert sorted(p.name for p in tmp_path.glob("eval-before-*.json")) == [
+        "eval-before-test_instances.json",
+        "eval-before-test_kinds.json",
+    ]
