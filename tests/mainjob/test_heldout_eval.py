@@ -308,22 +308,3 @@ def test_heldout_eval_runs_the_splits_at_once(tiny_model_dir: Path, tmp_path: Pa
         "eval-before-test_instances.json",
         "eval-before-test_kinds.json",
     ]
-
-
-@pytest.mark.slow
-def test_bench_eval_splits_reports_both_forms(tiny_model_dir: Path, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    config = _config(tmp_path, tiny_model_dir, {"splits": ["test_kinds", "test_instances"], "max_tasks": 2})
-    done = subprocess.run(
-        [sys.executable, "scripts/bench/bench_eval_splits.py", "--config", str(config), "--rounds", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout)
-    assert set(report["median_wall_s"]) == {"one_by_one", "together"} and report["together_over_one_by_one"] > 0
-    assert report["all_evaluations_agree"] is True
