@@ -30,9 +30,7 @@ class EvalConfig(StrictModel):
     samples: int = Field(1, ge=1, description="Episodes per held-out task (n of pass@k).")
     temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of evaluation episodes; 0 = greedy.")
     max_tasks: int | None = Field(None, ge=1, description="Evaluate only the first N tasks of each split (None: all).")
-    concurrency: int = Field(
-        32, ge=1, description="Evaluation episodes in flight at once, shared by the splits (which run together)."
-    )
+    concurrency: int = Field(32, ge=1, description="Evaluation episodes in flight at once.")
     every_steps: int | None = Field(
         None,
         ge=1,

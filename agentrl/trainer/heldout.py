@@ -7,7 +7,6 @@ evaluation after training is also compared with the one before, task by task (``
 
 from __future__ import annotations
 
-import asyncio
 import json
 import statistics
 from pathlib import Path
@@ -15,18 +14,16 @@ from typing import Any
 
 from agentrl.config.run import RunConfig
 from agentrl.evaluation import EvalReport, evaluate
-from agentrl.rollout.stack import EvalPlan, eval_plan
+from agentrl.rollout.stack import eval_plan
 from agentrl.trainer.seeding import SeededEngine
 from agentrl.util.stats import t_interval
 
 
-async def evaluate_split(
-    cfg: RunConfig, engine: Any, tokenizer: Any, split: str, *, concurrency: int | None = None
-) -> EvalReport:
+async def evaluate_split(cfg: RunConfig, engine: Any, tokenizer: Any, split: str) -> EvalReport:
     """pass@1 of ``engine`` on ``split`` of the run's env (``eval.per_split`` may set its samples and temperature;
-    greedy when the temperature is 0), at most ``concurrency`` (default ``eval.concurrency``) episodes at once."""
-    plan = _split_plan(cfg, split)
-    samples = cfg.eval.samples_for(split)
+    greedy when the temperature is 0)."""
+    samples, temperature = cfg.eval.samples_for(split), cfg.eval.temperature_for(split)
+    plan = eval_plan(cfg, samples=samples, split=split, temperature=temperature, max_tasks=cfg.eval.max_tasks)
     # Common random numbers: the same seed stream before and after training, so the comparison is
     # paired (the same model samples the same answers) and its noise shrinks to what training changed.
     paired = SeededEngine(engine, cfg.trainer.seed)
@@ -39,48 +36,15 @@ async def evaluate_split(
         samples=samples,
         ks=(1,),
         task_ids=plan.task_ids,
-        concurrency=concurrency or cfg.eval.concurrency,
+        concurrency=cfg.eval.concurrency,
     )
 
 
-def _split_plan(cfg: RunConfig, split: str) -> EvalPlan:
-    samples, temperature = cfg.eval.samples_for(split), cfg.eval.temperature_for(split)
-    return eval_plan(cfg, samples=samples, split=split, temperature=temperature, max_tasks=cfg.eval.max_tasks)
-
-
-def _episodes(cfg: RunConfig, split: str) -> int:
-    """The split's episodes (an env that lists no tasks counts as a full evaluation's concurrency)."""
-    task_ids = _split_plan(cfg, split).task_ids
-    return len(task_ids) * cfg.eval.samples_for(split) if task_ids else cfg.eval.concurrency
-
-
-def split_slots(concurrency: int, episodes: list[int]) -> list[int]:
-    """Episodes in flight per split when the splits run at once: each split all of its own while they fit in
-    ``concurrency`` together, else shares in proportion to their episodes (at least one each)."""
-    total = sum(episodes)
-    if total <= concurrency:
-        return [max(1, count) for count in episodes]
-    return [max(1, concurrency * count // total) for count in episodes]
-
-
 async def heldout_eval(cfg: RunConfig, engine: Any, tokenizer: Any, run_dir: Path, phase: str) -> dict[str, float]:
-    """Evaluate every ``eval.splits`` split, all at once (one engine batch instead of one per split, with
-    ``eval.concurrency`` shared between them); returns ``{"eval/<split>/pass@1": ..., ...}`` (empty when none)."""
-    splits = list(cfg.eval.splits)
-    slots = split_slots(cfg.eval.concurrency, [_episodes(cfg, split) for split in splits])
-    runs = [
-        asyncio.ensure_future(evaluate_split(cfg, engine, tokenizer, split, concurrency=n))
-        for split, n in zip(splits, slots, strict=True)
-    ]
-    try:
-        reports = await asyncio.gather(*runs)
-    except BaseException:  # one split failed or the job is stopping: the others stop too, then the error goes on
-        for run in runs:
-            run.cancel()
-        await asyncio.gather(*runs, return_exceptions=True)
-        raise
+    """Evaluate every ``eval.splits`` split; returns ``{"eval/<split>/pass@1": ..., ...}`` (empty when none)."""
     metrics: dict[str, float] = {}
-    for split, report in zip(splits, reports, strict=True):
+    for split in cfg.eval.splits:
+        report = await evaluate_split(cfg, engine, tokenizer, split)
         report.write_json(run_dir / f"eval-{phase}-{split}.json")
         metrics[f"eval/{split}/pass@1"] = report.pass_at_k["1"]
         metrics[f"eval/{split}/reward_mean"] = report.mean_reward
