@@ -1,7 +1,8 @@
 """Process-wide elastic pools: a sandbox one owner gave back starts the next owner's work warm.
 
-Starting a Docker sandbox is a container start; dozens at once beside a busy engine took seconds each (a
-main-job run's first step spent 240-310 s of its episodes' time starting them). Owners that come and go (an
+Starting a Docker sandbox is a container start; dozens at once took seconds each (the main job's first step: its
+36 episodes waited 238-310 s in all on env calls, against 9-31 s with the evaluation's sandboxes carried over,
+docs/results/memory-and-speed.md). Owners that come and go (an
 evaluation's envs, then a rollout's) take their sandboxes from one elastic ``SandboxPool`` per purpose and
 settings, and give them back on close; each is reset on release (every process killed, every writable place
 wiped: ``Sandbox.reset``), the same guarantee a sandbox gives between two episodes of one owner.
