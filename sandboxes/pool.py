@@ -119,14 +119,15 @@ class SandboxPool:
             raise
         with self._cond:
             self._starting -= 1
-            self._all.append(sandbox)
-            self._in_use.add(id(sandbox))
-            self.started += 1
-            self.handed_out += 1
-            if self._closed:
-                self._in_use.discard(id(sandbox))
-                sandbox.close()
-                raise SandboxPoolError(f"sandbox pool {self.run_id} was closed while a sandbox started")
+            closed = self._closed
+            if not closed:
+                self._all.append(sandbox)
+                self._in_use.add(id(sandbox))
+                self.started += 1
+                self.handed_out += 1
+        if closed:  # never the pool's: removed here, outside the lock (a round trip to the engine)
+            sandbox.close()
+            raise SandboxPoolError(f"sandbox pool {self.run_id} was closed while a sandbox started")
         return sandbox
 
     def release(self, sandbox: Sandbox) -> None:
