@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MiB = 1024 * 1024
 
@@ -139,19 +139,7 @@ class AutoSandboxConfig(BaseModel):
         return out
 
 
-def refuse_backend_key(data: Any) -> Any:
-    """The tag was called ``backend`` until issue 35: an old config gets the rename, not a puzzling union error."""
-    if isinstance(data, Mapping) and "backend" in data:
-        kind = data["backend"]
-        raise ValueError(
-            f"the sandbox config key 'backend' is now 'kind' (one word for every tagged union): write "
-            f"kind: {kind} instead of backend: {kind}"
-        )
-    return data
-
-
 SandboxConfig = Annotated[
     DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig,
     Field(discriminator="kind"),
-    BeforeValidator(refuse_backend_key),
 ]

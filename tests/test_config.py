@@ -180,12 +180,6 @@ def test_plugin_names_and_settings_errors_name_the_key_and_the_fix() -> None:
         "algorithm.loss=grpo", "algorithm.loss.log_ratio_clamp=12"
     )
     assert "gamma is a setting of discounted_return, not of outcome" in problems("algorithm.turn_advantage.gamma=0.9")
-    assert "algorithm.gamma: unknown key (value 0.9) -> moved: set algorithm.turn_advantage.gamma" in problems(
-        "algorithm.gamma=0.9"
-    )
-    assert "algorithm.eps_low: unknown key (value 0.2) -> moved: set algorithm.loss.eps_low" in problems(
-        "algorithm.eps_low=0.2"
-    )
     assert "old_logprobs 'recompute' already replaces them" in problems(
         "algorithm.audit_every=5", "algorithm.old_logprobs=recompute"
     )

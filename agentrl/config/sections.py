@@ -69,11 +69,6 @@ class EnvConfig(StrictModel):
     )
 
 
-def _moved(key: str, section: str, example: str) -> str:
-    """The fix for a setting that moved from the algorithm section into its plug-in's settings."""
-    return f"moved: set algorithm.{section}.{key} (e.g. algorithm.{section}: {{name: {example}, {key}: ...}})"
-
-
 class AlgorithmConfig(StrictModel):
     """Loss and advantage settings (see shared/GSPO.md). The loss and the scheme are registered plug-ins."""
 
@@ -134,21 +129,7 @@ class AlgorithmConfig(StrictModel):
         "with level: token | sequence (default: the loss's own, sequence for gspo/gspo_token, token for grpo).",
     )
 
-    moved_keys: ClassVar[dict[str, str]] = {
-        "eps_low": _moved("eps_low", "loss", "gspo_token"),
-        "eps_high": _moved("eps_high", "loss", "gspo_token"),
-        "log_ratio_clamp": _moved("log_ratio_clamp", "loss", "gspo_token"),
-        "lam": _moved("lam", "turn_advantage", "outcome_plus_turn"),
-        "gamma": _moved("gamma", "turn_advantage", "discounted_return"),
-        "episode_weight": _moved("episode_weight", "turn_advantage", "discounted_return"),
-        "step_weight": _moved("step_weight", "turn_advantage", "discounted_return"),
-    }
     plugin_fields: ClassVar[frozenset[str]] = frozenset({"loss", "turn_advantage"})
-
-    @classmethod
-    def unknown_key_hint(cls, key: str) -> str:
-        """Where a setting that moved into the loss or scheme settings lives now."""
-        return cls.moved_keys.get(key, "")
 
     @field_validator("import_modules")
     @classmethod

@@ -240,9 +240,7 @@ def test_a_snapshot_without_outputs_restarts_the_episode(env: CodeExecEnv) -> No
     assert outcome.method == "restart" and "cannot be verified" in outcome.reason
 
 
-def test_an_env_sandbox_is_tagged_kind_defaults_to_auto_and_refuses_backend() -> None:
+def test_an_env_sandbox_is_tagged_kind_and_defaults_to_auto() -> None:
     from envs.code_exec.config import CodeExecConfig
 
     assert CodeExecConfig(sandbox={"memory_bytes": 2**30}).sandbox.kind == "auto"
-    with pytest.raises(pydantic.ValidationError, match="'backend' is now 'kind'"):
-        CodeExecConfig(sandbox=dict(backend="process"))  # the old key, as an old config has it

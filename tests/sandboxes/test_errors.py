@@ -73,13 +73,3 @@ def test_process_backend_bad_interpreter_is_a_clear_start_error() -> None:
         make_sandbox(ProcessSandboxConfig(python="no-such-python"))
     with pytest.raises(SandboxStartError, match="did not start"):
         make_sandbox(ProcessSandboxConfig(python="false"))  # exists, but is no Python
-
-
-def test_the_old_tag_backend_is_refused_naming_its_new_name() -> None:
-    """``kind`` is the tag of every tagged union (engines, env sandboxes); the old ``backend`` is accepted nowhere."""
-    old_config = dict(backend="process")  # written so, a rename of the old key in the repository passes it by
-    renamed = "'backend' is now 'kind'.*kind: process"
-    with pytest.raises(SandboxConfigError, match=renamed):
-        parse_sandbox_config(old_config)
-    with pytest.raises(pydantic.ValidationError, match=renamed):
-        pydantic.TypeAdapter(SandboxConfig).validate_python(old_config)

@@ -1,5 +1,0 @@
-"""Moved to ``agentrl.env.registry``: this path still works for one release, with a DeprecationWarning."""
-
-from agentrl._compat import moved
-
-moved(__name__)
