@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from agentrl.config.loader import load_config, parse_yaml
-from agentrl.config.run import RunConfig
 from agentrl.errors import ConfigError
+from agentrl.job.loader import load_config, parse_yaml
+from agentrl.job.run_config import RunConfig
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny_debug.yaml"

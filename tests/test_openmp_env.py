@@ -61,7 +61,7 @@ def test_the_shell_scripts_export_the_same_choice() -> None:
 
 
 def test_the_run_records_its_wait_policy(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
     from agentrl.trainer.validate import RUN_META, write_run_meta
 
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")

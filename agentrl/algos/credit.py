@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from agentrl.algos import Normalization, RewardBatch
-from agentrl.config.sections import AlgorithmConfig
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.trajectory import Episode
 
 

@@ -5,7 +5,7 @@ importance correction between p and the behaviour policy b (the engine's logprob
 version v_it). Invariants: with ``proximal: behaviour`` and ``is_correction: none``, or with every
 lag 0 and ``proximal: interpolate``, the loss equals the synchronous loss exactly (p == b bit for bit,
 w == 1); all ratio arithmetic is fp32 on masked log-differences selected with ``where``.
-The settings (``OffPolicy`` and the corrections) live in ``agentrl.config.offpolicy``.
+The settings (``OffPolicy`` and the corrections) live in ``agentrl.algos.offpolicy_config``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agentrl.config.offpolicy import (
+from agentrl.algos.offpolicy_config import (
     RECOMPUTED_PROXIMAL,
     ISCorrection,
     ISCorrectionBase,

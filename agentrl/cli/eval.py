@@ -61,9 +61,9 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 async def run_eval(args: argparse.Namespace) -> Any:
     """Load the config, build engine and env factory, and evaluate; returns the EvalReport."""
-    from agentrl.config.loader import load_config
     from agentrl.evaluation import evaluate
-    from agentrl.rollout.stack import build_engine, eval_plan, load_run_tokenizer
+    from agentrl.job.loader import load_config
+    from agentrl.job.stack import build_engine, eval_plan, load_run_tokenizer
 
     ks = parse_ks(args.k, args.samples)
     cfg = load_config(args.config, _overrides(args))

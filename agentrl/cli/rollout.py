@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_dir(cfg: Any, config_path: str, resume: str | None) -> Path:
+    from agentrl.job.rundir import new_run_dir, resumed_run_dir
     from agentrl.rollout.buffer import BUFFER_FILE  # lazy, like every heavy import of the CLI frame
-    from agentrl.rollout.rundir import new_run_dir, resumed_run_dir
 
     if resume is not None:
         return resumed_run_dir(resume, needs=BUFFER_FILE, command="agentrl rollout")
@@ -68,9 +68,9 @@ def _written_groups(out: Path) -> set[str]:
 
 async def collect(args: argparse.Namespace) -> Path:
     """Run the rollout job; returns the run directory."""
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
+    from agentrl.job.stack import build_rollout_stack, load_run_tokenizer
     from agentrl.rollout.archive import TrajectoryArchive
-    from agentrl.rollout.stack import build_rollout_stack, load_run_tokenizer
 
     cfg = load_config(args.config, args.overrides)
     run_dir = _run_dir(cfg, args.config, args.resume)

@@ -12,8 +12,8 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.config.sections import ModelConfig
     from agentrl.engines.embedded.config import EmbeddedEngineConfig
     from agentrl.engines.embedded.engine import EmbeddedEngine
-    from agentrl.engines.embedded.server import serve
     from agentrl.engines.factory import resolve_device_dtype
+    from agentrl.serve.server import serve
 
     if args.threads:
         import torch

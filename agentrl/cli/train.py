@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from agentrl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from agentrl.config.run import RunConfig
+    from agentrl.job.run_config import RunConfig
 
 ACCEPT_FLAG = "--accept-config-changes"  # agentrl.trainer.resume names it in its error (kept here: no torch import)
 
@@ -64,7 +64,7 @@ def _config_and_overrides(args: argparse.Namespace) -> tuple[str | None, list[st
 
 def load_run_config(args: argparse.Namespace) -> RunConfig:
     """The config to train: CONFIG with overrides, or on ``--resume`` the run's own (``agentrl.trainer.resume``)."""
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
     from agentrl.trainer.resume import resume_config
     from agentrl.trainer.validate import check_resume
 

@@ -113,7 +113,7 @@ def problems_from_validation(
 
 
 class ProblemsError(ValueError):
-    """Raised inside pydantic validation with structured problems; ``agentrl.config.loader`` reports each."""
+    """Raised inside pydantic validation with structured problems; ``agentrl.job.loader`` reports each."""
 
     def __init__(self, problems: Sequence[Problem], source: str = "config") -> None:
         self.problems = list(problems)

@@ -1,29 +1,24 @@
-"""Config sections of a run: model, env, rollout (``agentrl.config.rollout``), algorithm, trainer, logging, eval.
+"""The plain config sections of a run: model, env, rollout (``agentrl.config.rollout``), trainer, logging, eval.
 
 Each field is documented once, here (a plug-in's settings on its own class); the engine section is one model
-per backend (``agentrl.engines.registry``). Cross-field checks live in ``agentrl.config.run``.
+per backend (``agentrl.engines.registry``) and the algorithm section lives with its registries
+(``agentrl.algos.config``). Cross-field checks live in ``agentrl.job.run_config``.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializeAsAny, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
 from agentrl.config.base import StrictModel
 from agentrl.config.evaluation import EvalConfig, SplitEval
-from agentrl.config.offpolicy import ISCorrection, NoCorrection, OffPolicy, Proximal
-from agentrl.config.plugins import PluginSettings
-from agentrl.config.problems import Problem
 from agentrl.config.rollout import RolloutConfig
 
 __all__ = [
     "ModelConfig",
     "EnvConfig",
     "RolloutConfig",
-    "AlgorithmConfig",
     "TrainerConfig",
     "LoggingConfig",
     "EvalConfig",
@@ -67,171 +62,6 @@ class EnvConfig(StrictModel):
         description="Seconds an env reset/step may take; a longer call fails its episode (a drop) and sets the env "
         "aside. None: no limit (a notice every 30 s of waiting).",
     )
-
-
-class AlgorithmConfig(StrictModel):
-    """Loss and advantage settings (see shared/GSPO.md). The loss and the scheme are registered plug-ins."""
-
-    import_modules: list[str] = Field(
-        default_factory=list,
-        description="Modules imported before the loss and turn_advantage names are looked up, so the losses and "
-        "schemes they register (agentrl.algos.register_loss / register_scheme) can be named here.",
-    )
-    loss: SerializeAsAny[PluginSettings] = Field(
-        "gspo_token",
-        validate_default=True,
-        description="Policy loss: a registered name (gspo_token, gspo, grpo, or one you register) or a mapping with "
-        "its name and settings, e.g. {name: grpo, eps_low: 0.2}. Bundled settings: eps_low and eps_high (clip range; "
-        "gspo/gspo_token 3e-4/4e-4, grpo 0.2/0.28) and log_ratio_clamp (gspo/gspo_token, >= 10, off by default).",
-    )
-    turn_advantage: SerializeAsAny[PluginSettings] = Field(
-        "outcome",
-        validate_default=True,
-        description="Per-turn advantage scheme (GSPO.md section 3.2): a registered name (outcome, outcome_plus_turn, "
-        "discounted_return, or one you register) or a mapping with its name and settings, e.g. {name: "
-        "discounted_return, gamma: 0.95}. Settings: lam (outcome_plus_turn); gamma, episode_weight, step_weight "
-        "(discounted_return).",
-    )
-    adv_eps: float = Field(1e-6, gt=0.0, description="Added to the group std when normalising advantages.")
-    adv_scale: Literal["std", "none"] = Field(
-        "std",
-        description="Divide advantages by the group std (std) or not (none, Dr-GRPO; schemes declare which they "
-        "support).",
-    )
-    old_logprobs: Literal["engine", "recompute"] = Field(
-        "engine",
-        description="pi_old: the engine's logprobs (default, no extra pass) or a trainer recompute that replaces them "
-        "(logs the mismatch as mismatch/*).",
-    )
-    audit_every: int = Field(
-        0,
-        ge=0,
-        description="With old_logprobs engine: every K steps (steps 1, 1+K, ...) recompute the batch's logprobs with "
-        "the trainer before the update, without using them, and log the engine-trainer mismatch as audit/*; 0 = off.",
-    )
-    max_token_lag: int | None = Field(
-        None,
-        ge=0,
-        description="Mask (exclude from the loss) tokens sampled more than this many policy versions ago; None keeps "
-        "all.",
-    )
-    proximal: Proximal | None = Field(
-        None,
-        description="Decoupled objective (GSPO.md section 5): the clip's policy. behaviour (the engine's logprobs), "
-        "recompute (a no-grad trainer forward at the step start), recompute_stale (that forward only for rows with "
-        "tokens of older weights; for an engine matching the trainer, as the embedded float32 one) or interpolate "
-        "(b + lag/(lag+1) (sg[current] - b) per token, no pass). None follows old_logprobs (engine: behaviour).",
-    )
-    is_correction: ISCorrection = Field(
-        default_factory=NoCorrection,
-        description="Importance correction between the proximal and the behaviour policy: none, or a mapping "
-        "{name: tis, cap: 2.0} (truncated IS) or {name: mis, low: 0.5, high: 5.0} (masked IS, IcePop-style), each "
-        "with level: token | sequence (default: the loss's own, sequence for gspo/gspo_token, token for grpo).",
-    )
-
-    plugin_fields: ClassVar[frozenset[str]] = frozenset({"loss", "turn_advantage"})
-
-    @field_validator("import_modules")
-    @classmethod
-    def _import_plugins(cls, modules: list[str]) -> list[str]:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except ImportError as exc:
-                raise PydanticCustomError(
-                    "plugin_import",
-                    "{message}",
-                    {
-                        "message": f"cannot import {name!r}: {exc}",
-                        "fix": "install it, put its directory on PYTHONPATH, or remove it from the list",
-                    },
-                ) from exc
-        return modules
-
-    @field_validator("loss", mode="before")
-    @classmethod
-    def _resolve_loss(cls, value: Any) -> Any:
-        return _registry("loss").resolve(value, default=cls.model_fields["loss"].default)
-
-    @field_validator("turn_advantage", mode="before")
-    @classmethod
-    def _resolve_scheme(cls, value: Any) -> Any:
-        return _registry("turn_advantage").resolve(value, default=cls.model_fields["turn_advantage"].default)
-
-    @field_validator("is_correction", mode="before")
-    @classmethod
-    def _correction_by_name(cls, value: Any) -> Any:
-        return {"name": value} if isinstance(value, str) else value
-
-    @property
-    def off_policy(self) -> OffPolicy:
-        """The effective decoupled-objective settings (``proximal`` None follows ``old_logprobs``)."""
-        default = "recompute" if self.old_logprobs == "recompute" else "behaviour"
-        return OffPolicy(proximal=self.proximal or default, is_correction=self.is_correction)
-
-    @classmethod
-    def plugin_model(cls, field: str, value: Any) -> type[BaseModel] | None:
-        """The settings class a raw ``loss`` / ``turn_advantage`` value selects (for error messages)."""
-        if field not in cls.plugin_fields:
-            return None
-        return _registry(field).settings_model(value, default=cls.model_fields[field].default)
-
-    def problems(self) -> list[Problem]:
-        """Checks that relate the loss, the scheme and the other algorithm settings (each plug-in owns its own)."""
-        problems = [*self.loss.problems(self), *self.turn_advantage.problems(self)]  # type: ignore[attr-defined]
-        problems += self._off_policy_problems()
-        if self.audit_every and self.old_logprobs == "recompute":
-            problems.append(
-                Problem(
-                    "algorithm.audit_every",
-                    f"{self.audit_every} audits engine logprobs, but old_logprobs 'recompute' already replaces them "
-                    "and logs the mismatch every step (mismatch/*)",
-                    "set algorithm.audit_every: 0, or old_logprobs: engine",
-                )
-            )
-        return problems
-
-    def _off_policy_problems(self) -> list[Problem]:
-        out = []
-        if self.old_logprobs == "recompute" and self.proximal not in (None, "recompute"):
-            out.append(
-                Problem(
-                    "algorithm.proximal",
-                    f"{self.proximal!r} contradicts old_logprobs 'recompute' (which makes the recompute the proximal)",
-                    "drop old_logprobs (keep the default engine) or set proximal: recompute",
-                )
-            )
-        off = self.off_policy
-        if off.proximal == "behaviour" and off.is_correction.name != "none":
-            out.append(
-                Problem(
-                    "algorithm.is_correction",
-                    f"{off.is_correction.name!r} weights by proximal/behaviour, which is exactly 1 with proximal "
-                    "'behaviour' (GSPO.md 2.6: no IS weight against the same engine logprobs)",
-                    "set proximal: recompute or interpolate, or is_correction: none",
-                )
-            )
-        level = off.is_correction.level
-        if level == "token" and getattr(self.loss, "name", "") == "gspo":
-            out.append(
-                Problem(
-                    "algorithm.is_correction.level",
-                    "'token' weights need a per-token surrogate, which loss 'gspo' (one ratio per sequence) lacks",
-                    "use level: sequence, or loss: gspo_token",
-                )
-            )
-        return out
-
-    def audit_due(self, step: int) -> bool:
-        """True on the steps the engine-logprob audit runs (1, 1 + K, 1 + 2K, ...)."""
-        return self.audit_every > 0 and self.old_logprobs == "engine" and (step - 1) % self.audit_every == 0
-
-
-def _registry(field: str) -> Any:
-    """The plug-in registry of an algorithm field (imported late: the algorithms import torch)."""
-    from agentrl.algos import LOSSES, SCHEMES
-
-    return LOSSES if field == "loss" else SCHEMES
 
 
 class TrainerConfig(StrictModel):

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentrl.env import Message, tool
+from agentrl.chat.messages import Message, tool
 from agentrl.errors import AgentRLError, ConfigError, did_you_mean
 from agentrl.tools.toolcall import parse_tool_calls
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.algos.credit import turn_advantages_of
-from agentrl.config.sections import AlgorithmConfig
 from agentrl.errors import ConfigError
 from agentrl.trainer.block_attention import AttentionBlocks
 from agentrl.trajectory import Episode, TokenSegment

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from agentrl.config.run import RunConfig
+from agentrl.job.run_config import RunConfig
 from agentrl.util.heap import trim_heap
 
 

@@ -12,9 +12,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from agentrl.config.run import RunConfig
 from agentrl.evaluation import EvalReport, evaluate
-from agentrl.rollout.stack import eval_plan
+from agentrl.job.run_config import RunConfig
+from agentrl.job.stack import eval_plan
 from agentrl.trainer.seeding import SeededEngine
 from agentrl.util.stats import t_interval
 

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentrl.config.run import RunConfig
 from agentrl.engines.transport import SharedStorageTransport, WeightTransport
 from agentrl.errors import CheckpointError
+from agentrl.job.run_config import RunConfig
+from agentrl.job.rundir import new_run_dir
+from agentrl.job.stack import build_rollout_stack, env_factory_for, load_run_tokenizer
 from agentrl.models.loading import set_activation_checkpointing
-from agentrl.rollout.rundir import new_run_dir
-from agentrl.rollout.stack import build_rollout_stack, env_factory_for, load_run_tokenizer
 from agentrl.trainer.async_loop import engine_threads, run_async_loop, threads_for
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.boundary import StepBoundaries
@@ -71,7 +71,7 @@ class Session:
 
 def make_run_dir(cfg: RunConfig, config_name: str, resume: str | Path | None) -> Path:
     """The run directory: ``--resume`` names it (a run of the same model); else a new one
-    (``agentrl.rollout.rundir``)."""
+    (``agentrl.job.rundir``)."""
     if resume is not None:
         run_dir = Path(resume)
         check_resume(run_dir, cfg)

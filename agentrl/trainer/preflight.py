@@ -13,9 +13,9 @@ import concurrent.futures
 import warnings
 from collections.abc import Callable
 
-from agentrl.config.run import RunConfig
 from agentrl.env import MultiTurnEnv
 from agentrl.errors import PreflightError
+from agentrl.job.run_config import RunConfig
 from agentrl.tools import ToolDocWarning
 
 
@@ -81,8 +81,8 @@ def check_env(cfg: RunConfig) -> list[str]:
     contract, so an env that raises or returns the wrong shape fails the dry run, not the job.
     """
     from agentrl.env.contract import probe_turn
+    from agentrl.job.stack import env_factory_for
     from agentrl.rollout.dataset import task_seed
-    from agentrl.rollout.stack import env_factory_for
 
     env = env_factory_for(cfg)()
     try:

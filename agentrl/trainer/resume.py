@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from agentrl.config.loader import apply_override, build_config, load_config, parse_yaml
-from agentrl.config.run import RunConfig
 from agentrl.errors import ConfigError
+from agentrl.job.loader import apply_override, build_config, load_config, parse_yaml
+from agentrl.job.run_config import RunConfig
 from agentrl.util.disk import write_text_durably
 
 RESOLVED_CONFIG = "config.yaml"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from torch import nn
 
-from agentrl.config.run import RunConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.engines.transport import WeightTransport
+from agentrl.job.run_config import RunConfig
 from agentrl.trainer.distributed import DistInfo, full_state_dict
 
 

@@ -20,8 +20,9 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 from agentrl.algos import LossBatch, PolicyLoss
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.algos.loss_base import finish_metrics
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.config.sections import TrainerConfig
 from agentrl.errors import ConfigError
 from agentrl.models.precision import has_fast_bf16
 from agentrl.trainer.batch import MicroBatch, TrainRow, collate, pack_micro_batches, split_mini_batches

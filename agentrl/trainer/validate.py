@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config.problems import raise_problems
-from agentrl.config.run import RunConfig
 from agentrl.engines.base import LogprobSemantics
 from agentrl.errors import CheckpointError, ConfigError
+from agentrl.job.run_config import RunConfig
 from agentrl.util.allocator import loaded_allocator
 from agentrl.util.openmp_env import wait_policy
 

@@ -87,8 +87,8 @@ async def measure_split(cfg: Any, engine: Any, tokenizer: Any, split: str, args:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from agentrl.config.loader import load_config
     from agentrl.engines.factory import make_engine
+    from agentrl.job.loader import load_config
 
     cfg = load_config(args.config, args.overrides)
     engine = make_engine(cfg.engine, cfg.model)

@@ -186,7 +186,8 @@ def _fresh(rows: list[Any]) -> list[Any]:
 
 
 def _updater(policy: torch.nn.Module, args: argparse.Namespace, dist: Any = None) -> Any:
-    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.algos.config import AlgorithmConfig
+    from agentrl.config.sections import TrainerConfig
     from agentrl.trainer.distributed import DistInfo
     from agentrl.trainer.update import PolicyUpdater
 

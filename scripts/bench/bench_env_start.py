@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from agentrl.config.run import RunConfig
 from agentrl.env.registry import make_env_factory
+from agentrl.job.run_config import RunConfig
 from sandboxes.shared import close_shared_pools, shared_pool
 
 

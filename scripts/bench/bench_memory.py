@@ -112,7 +112,7 @@ def job_rows(batch: int, prompt: int, completion: int, group: int = 1) -> list[A
 def run_rows(run_dir: Path, step: int) -> tuple[list[Any], Any]:
     """The rows a real run trained at ``step`` (its archived trajectories) and its algorithm settings: equal work
     from the main job's own batch, not made-up rows."""
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
     from agentrl.rollout.archive import TrajectoryArchive
     from agentrl.trainer.batch import build_rows
 
@@ -128,7 +128,8 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from bench_trainer import _checkpointing, build_model
 
-    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.algos.config import AlgorithmConfig
+    from agentrl.config.sections import TrainerConfig
     from agentrl.trainer.batch import pack_micro_batches
     from agentrl.trainer.logprobs import PolicyLogprobs
     from agentrl.trainer.shared_prefix import pack_shared_prefix
@@ -248,7 +249,7 @@ def job_worker(config: str, overrides: list[str], run_root: Path, with_eval: boo
     """``agentrl train`` with each phase's peak RSS recorded (the phases are wrapped, nothing else changes)."""
     import agentrl.trainer.loop as loop
     import agentrl.trainer.step_end as step_end
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
     from agentrl.rollout.orchestrator import RolloutOrchestrator
     from agentrl.trainer.update import PolicyUpdater
 

@@ -62,7 +62,8 @@ def _checkpointing(lm: torch.nn.Module) -> None:
 
 
 def _ours(lm: torch.nn.Module, rows: list[Any], old_logprobs: str, mini_batches: int) -> Any:
-    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.algos.config import AlgorithmConfig
+    from agentrl.config.sections import TrainerConfig
     from agentrl.trainer.logprobs import PolicyLogprobs
     from agentrl.trainer.update import PolicyUpdater
 

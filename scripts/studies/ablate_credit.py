@@ -127,8 +127,8 @@ def check_arms(config: str, overrides: list[str], arms: list[str]) -> list[str]:
     """Validate every arm's config before hours of training (a bad override fails here, naming the arm), and
     return warnings: with one mini-batch per step every optimizer step is on-policy, so neither clipping arm
     clips a token and the GSPO-token vs GRPO comparison cannot show anything."""
-    from agentrl.config.loader import load_config
     from agentrl.errors import AgentRLError
+    from agentrl.job.loader import load_config
 
     warnings = []
     for arm in arms:

@@ -90,8 +90,8 @@ def seed_overrides(seed: int) -> list[str]:
 
 def usable_variants(config: str, overrides: list[str], variants: dict[str, list[str]]) -> tuple[dict, dict]:
     """(variants the config accepts, {skipped name: the reason})."""
-    from agentrl.config.loader import load_config
     from agentrl.errors import AgentRLError
+    from agentrl.job.loader import load_config
 
     usable, skipped = {}, {}
     for name, extra in variants.items():
@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="Training steps per run (default: the config's).")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_learning"), help="Output (and resume) directory.")
     args = parser.parse_args()
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
 
     catalogue = json.loads(args.variants_file.read_text()) if args.variants_file else VARIANTS
     wanted = args.variants.split(",") if args.variants else list(catalogue)

@@ -84,9 +84,9 @@ def mode_summary(record: dict[str, Any], max_new: int) -> dict[str, Any]:
 
 async def measure(cfg: Any, steps: int, modes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Collect ``steps`` batches per mode, modes alternating on one engine; raw lengths and times per mode."""
+    from agentrl.job.stack import build_engine, env_factory_for, load_run_tokenizer
     from agentrl.rollout.dataset import TaskDataset
     from agentrl.rollout.orchestrator import RolloutOrchestrator
-    from agentrl.rollout.stack import build_engine, env_factory_for, load_run_tokenizer
 
     tokenizer = load_run_tokenizer(cfg)
     engine = build_engine(cfg)
@@ -149,7 +149,7 @@ def main() -> None:
     parser.add_argument("--modes", default="sync,partial_finish,partial_start", help=f"Which of {list(MODES)} to run.")
     parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")
     args = parser.parse_args()
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
 
     cfg = load_config(args.config, args.override)
     modes = {name: MODES[name] for name in args.modes.split(",")}

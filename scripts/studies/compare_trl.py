@@ -43,8 +43,8 @@ def rendered_prompts(cfg: Any, tokenizer: Any, count: int) -> list[tuple[str, li
     """The first ``count`` tasks of agentrl's dataset order (``rollout.seed``) and their prompt ids, rendered
     exactly as an episode's first turn is (``env.reset`` -> chat template -> tokens)."""
     from agentrl.chat import ChatAssembler
+    from agentrl.job.stack import env_factory_for
     from agentrl.rollout.dataset import TaskDataset, task_seed
-    from agentrl.rollout.stack import env_factory_for
 
     env = env_factory_for(cfg)()
     try:
@@ -68,7 +68,7 @@ class EnvReward:
 
     def __init__(self, cfg: Any, tokenizer: Any) -> None:
         from agentrl.chat import ChatAssembler
-        from agentrl.rollout.stack import env_factory_for
+        from agentrl.job.stack import env_factory_for
 
         self.factory = env_factory_for(cfg)
         self.envs: SimpleQueue[Any] = SimpleQueue()
@@ -211,8 +211,8 @@ def trl_job(config: str, overrides: list[str], out_dir: Path, grad_accum: int, c
     from transformers import AutoModelForCausalLM
     from trl import GRPOTrainer
 
-    from agentrl.config.loader import load_config
-    from agentrl.rollout.stack import load_run_tokenizer
+    from agentrl.job.loader import load_config
+    from agentrl.job.stack import load_run_tokenizer
 
     started = time.perf_counter()  # like agentrl's side: loading, set-up and training
     cfg = load_config(config, overrides)
@@ -259,8 +259,8 @@ def trl_job(config: str, overrides: list[str], out_dir: Path, grad_accum: int, c
 
 def _single_turn_config(config: str, overrides: list[str]) -> Any:
     """The validated run config; SystemExit unless its episodes are single-turn (TRL's GRPO is)."""
-    from agentrl.config.loader import load_config
-    from agentrl.rollout.stack import env_factory_for
+    from agentrl.job.loader import load_config
+    from agentrl.job.stack import env_factory_for
 
     cfg = load_config(config, overrides)
     env = env_factory_for(cfg)()

@@ -94,7 +94,7 @@ def train_job(config: str, overrides: list[str], run_dir: Path) -> dict[str, Any
 
     ``peak_rss_gb`` is taken when training ends, before any evaluation the same worker may run next.
     """
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
     from agentrl.trainer.checkpoint import latest_checkpoint
     from agentrl.trainer.loop import train
     from agentrl.trainer.reporting import read_metrics
@@ -121,8 +121,8 @@ def train_job(config: str, overrides: list[str], run_dir: Path) -> dict[str, Any
 
 async def heldout_job(config: str, overrides: list[str], model_dir: str, phase: str, out_dir: Path) -> dict[str, Any]:
     """Held-out pass@1 (and per-task successes) of ``model_dir`` on every ``eval.splits`` split, on a fresh engine."""
-    from agentrl.config.loader import load_config
-    from agentrl.rollout.stack import build_engine, load_run_tokenizer
+    from agentrl.job.loader import load_config
+    from agentrl.job.stack import build_engine, load_run_tokenizer
     from agentrl.trainer.heldout import heldout_eval
 
     cfg = load_config(config, [*overrides, *QUIET, f"model.path={model_dir}"])

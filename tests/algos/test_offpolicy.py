@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from agentrl.algos import LossBatch, MaskedIS, NoCorrection, OffPolicy, TruncatedIS, make_loss, proximal_logprobs
-from agentrl.config.sections import AlgorithmConfig
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.errors import ConfigError
 
 EPS_LOW, EPS_HIGH = 0.2, 0.3

@@ -24,7 +24,7 @@ from agentrl.algos import (
     summed,
 )
 from agentrl.algos.advantages import Outcome
-from agentrl.config.sections import AlgorithmConfig
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.errors import ConfigError
 
 

@@ -72,7 +72,7 @@ def test_the_scheme_constraint_error_quoted_in_the_doc(tmp_path: Path) -> None:
     (tmp_path / "my_schemes.py").write_text(fenced(text, "python")[0], encoding="utf-8")
     (tmp_path / "run.yaml").write_text(fenced(text, "yaml")[0], encoding="utf-8")
     script = (
-        "from agentrl.config.loader import load_config\n"
+        "from agentrl.job.loader import load_config\n"
         "try:\n    load_config('run.yaml', ['algorithm.adv_scale=std'])\n"
         "except ValueError as error:\n    print(error)\n"
     )

@@ -15,8 +15,8 @@ from aiohttp import web
 
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
-from agentrl.engines.embedded.server import make_runner
 from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.serve.server import make_runner
 
 
 class ServedEngine:

@@ -11,7 +11,6 @@ from typing import Literal
 import pytest
 from pydantic import Field
 
-from agentrl.config.loader import load_config
 from agentrl.config.sections import ModelConfig
 from agentrl.engines import registry
 from agentrl.engines.base import InferenceEngine
@@ -22,6 +21,7 @@ from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.engines.transport import DiskTransport, StateDictTransport
 from agentrl.engines.weight_dirs import publish_weights, version_dir
 from agentrl.errors import ConfigError, ModelLoadError
+from agentrl.job.loader import load_config
 from agentrl.rollout.fingerprint import architecture_fingerprint, rollout_fingerprints
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_debug.yaml"

@@ -11,10 +11,10 @@ import pytest
 import torch
 from engine_harness import build_embedded, reference_logprobs
 
-from agentrl.config.run import RunConfig
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.transport import SharedStorageTransport, StateDictTransport
 from agentrl.errors import EngineError
+from agentrl.job.run_config import RunConfig
 from agentrl.trainer.distributed import DistInfo
 from agentrl.trainer.sync import session_transport
 

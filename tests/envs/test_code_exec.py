@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import gymnasium as gym
-import pydantic
 import pytest
 
 from agentrl.env import restore_env

@@ -52,7 +52,7 @@ def _config(tmp_path: Path, model_dir: Path, env_kwargs: dict, rollout: dict, na
 
 
 def test_train_two_steps_through_the_gateway(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
     from agentrl.trainer.loop import train
 
     tasks = [{"task_id": f"p{i}", "question": f"Say something about {i}."} for i in range(6)]

@@ -78,7 +78,7 @@ def run_config(tmp_path: Path, model_dir: Path, env: dict[str, Any], **sections:
 
 def train_two_steps(config_path: Path, name: str) -> list[dict[str, Any]]:
     """Train in-process with ``config_path``; returns the per-step metric records (asserts there are 2)."""
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
     from agentrl.trainer.loop import train
 
     run_dir = train(load_config(config_path, [f"logging.run_name={name}"]), config_name=name)

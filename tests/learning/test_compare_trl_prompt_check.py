@@ -27,8 +27,8 @@ def test_prompt_ids_match_and_a_mismatch_stops_the_run(tiny_job: Path) -> None:
     pytest.importorskip("trl", reason="the comparison needs the optional extra: pip install -e '.[compare]'")
     from compare_trl import check_prompt_ids, trl_dataset
 
-    from agentrl.config.loader import load_config
-    from agentrl.rollout.stack import load_run_tokenizer
+    from agentrl.job.loader import load_config
+    from agentrl.job.stack import load_run_tokenizer
 
     cfg = load_config(str(tiny_job), [])
     tokenizer = load_run_tokenizer(cfg)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentrl.config.loader import load_config
+from agentrl.job.loader import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "studies"))

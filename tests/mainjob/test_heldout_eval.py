@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agentrl.config.loader import load_config
+from agentrl.job.loader import load_config
 from agentrl.trainer.heldout import gain_metrics, paired_gain, summary_lines
 
 ROOT = Path(__file__).resolve().parents[2]

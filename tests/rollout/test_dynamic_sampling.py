@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from rollout_test_envs import SplitVerdictScratchpad
 
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.algos.credit import carries_signal, signal_filter
-from agentrl.config.sections import AlgorithmConfig, RolloutConfig
+from agentrl.config.sections import RolloutConfig
 from agentrl.errors import ConfigError
 from agentrl.rollout.archive import TrajectoryArchive
 from agentrl.rollout.buffer import RolloutBuffer

@@ -7,7 +7,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from agentrl.config.sections import AlgorithmConfig, RolloutConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import RolloutConfig, TrainerConfig
 from agentrl.engines.sglang_config import SGLangEngineConfig
 from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from agentrl.config.loader import load_config
 from agentrl.config.sections import LoggingConfig
 from agentrl.errors import ConfigError, RolloutBufferError
+from agentrl.job.loader import load_config
+from agentrl.job.rundir import new_run_dir, resumed_run_dir
+from agentrl.job.stack import build_rollout_stack, eval_plan, load_run_tokenizer
 from agentrl.rollout.buffer import BUFFER_FILE
-from agentrl.rollout.rundir import new_run_dir, resumed_run_dir
-from agentrl.rollout.stack import build_rollout_stack, eval_plan, load_run_tokenizer
 
 
 def _cfg(model_dir: Path, tmp_path: Path, *overrides: str) -> Any:

@@ -32,7 +32,8 @@ def _update_and_dump(model_dir: str, out_path: str, dist: DistInfo, objective: s
     """Build, optionally shard, update once, dump results."""
     from transformers import AutoModelForCausalLM
 
-    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.algos.config import AlgorithmConfig
+    from agentrl.config.sections import TrainerConfig
     from agentrl.trainer.batch import build_rows, pack_micro_batches, split_mini_batches
     from agentrl.trainer.distributed import decoder_layers_of, full_state_dict, shard_policy
     from agentrl.trainer.logprobs import PolicyLogprobs

@@ -13,8 +13,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from agentrl.config.loader import load_config
 from agentrl.errors import ConfigError
+from agentrl.job.loader import load_config
 
 
 def _config(tmp_path: Path, model_dir: Path, **rollout: Any) -> Path:
@@ -145,7 +145,8 @@ def test_async_update_widens_to_every_core_once_the_engine_is_idle(tiny_lm: torc
 
     from trainer_episodes import make_groups
 
-    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.algos.config import AlgorithmConfig
+    from agentrl.config.sections import TrainerConfig
     from agentrl.trainer.async_loop import _update
     from agentrl.trainer.batch import build_rows
     from agentrl.trainer.logprobs import PolicyLogprobs
@@ -217,7 +218,8 @@ def test_the_engine_shares_cores_during_the_update_and_takes_them_all_after_it(
 
     from trainer_episodes import make_groups
 
-    from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+    from agentrl.algos.config import AlgorithmConfig
+    from agentrl.config.sections import TrainerConfig
     from agentrl.engines.base import SamplingParams
     from agentrl.engines.embedded.engine import EmbeddedEngine
     from agentrl.trainer.async_loop import _overlapped

@@ -13,8 +13,9 @@ import torch
 import yaml
 from trainer_episodes import make_groups
 
-from agentrl.config.loader import load_config
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import TrainerConfig
+from agentrl.job.loader import load_config
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.update import PolicyUpdater

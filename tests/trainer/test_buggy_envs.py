@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agentrl.config.loader import load_config
 from agentrl.errors import EnvContractError
+from agentrl.job.loader import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVS_DIR = ROOT / "tests" / "rollout"  # buggy_envs.py

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentrl.config.loader import load_config
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
 from agentrl.errors import ConfigError, EngineConfigError
+from agentrl.job.loader import load_config
 from agentrl.models.loading import set_activation_checkpointing
 from agentrl.trainer.eval_engine import evaluation_engine, needs_float32_twin
 

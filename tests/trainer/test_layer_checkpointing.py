@@ -9,9 +9,10 @@ import torch
 from trainer_episodes import make_groups
 from update_probes import applied_gradients
 
-from agentrl.config.loader import load_config
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import TrainerConfig
 from agentrl.errors import ConfigError
+from agentrl.job.loader import load_config
 from agentrl.models.loading import set_activation_checkpointing
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.distributed import decoder_layers_of

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agentrl.config.loader import load_config
 from agentrl.errors import CheckpointError, ConfigError
+from agentrl.job.loader import load_config
 from agentrl.rollout.archive import TrajectoryArchive
 from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
 

@@ -11,7 +11,8 @@ from pydantic import Field
 from trainer_episodes import make_groups
 
 from agentrl.algos import LOSSES, LossTerms, Metric, PolicyLoss, PreparedBatch, maximum, ratio, register_loss, summed
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import TrainerConfig
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.update import PolicyUpdater

@@ -9,7 +9,8 @@ import torch
 from trainer_episodes import make_groups
 from update_probes import applied_gradients
 
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import TrainerConfig
 from agentrl.trainer.batch import build_rows, split_mini_batches
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.mismatch import write_back

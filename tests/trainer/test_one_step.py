@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import TrainerConfig
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.transport import DiskTransport, StateDictTransport
@@ -123,9 +124,9 @@ def test_disk_transport_writes_loadable_weights(tiny_model_dir: Path, tmp_path: 
 
 @pytest.mark.parametrize("bad", ["none"])
 def test_engine_without_logprobs_is_a_config_error(bad: str) -> None:
-    from agentrl.config.run import RunConfig
     from agentrl.engines.base import LogprobSemantics
     from agentrl.errors import ConfigError
+    from agentrl.job.run_config import RunConfig
     from agentrl.trainer.validate import check_engine_logprobs
 
     cfg = RunConfig.model_validate({"model": {"path": "x"}, "env": {"id": "agentrl/MagicWord-v0"}})
@@ -143,8 +144,8 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
 
     from transformers import AutoModelForCausalLM
 
-    from agentrl.config.loader import build_config
     from agentrl.engines.sglang_http import SGLangEngine
+    from agentrl.job.loader import build_config
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))
     from engine_harness import ServedEngine, build_embedded

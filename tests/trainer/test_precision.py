@@ -11,7 +11,8 @@ import torch
 from trainer_episodes import make_groups
 
 from agentrl.algos import LossBatch
-from agentrl.config.sections import AlgorithmConfig, ModelConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import ModelConfig, TrainerConfig
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.models.loading import resolve_dtype
 from agentrl.models.precision import has_fast_bf16

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.config.loader import load_config
 from agentrl.errors import EngineError, ModelLoadError, PreflightError
+from agentrl.job.loader import load_config
 from agentrl.trainer.preflight import preflight
 
 ROOT = Path(__file__).resolve().parents[2]

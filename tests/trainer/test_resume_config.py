@@ -9,8 +9,8 @@ import pytest
 
 from agentrl.cli.main import build_parser
 from agentrl.cli.train import load_run_config
-from agentrl.config.loader import load_config
 from agentrl.errors import ConfigError
+from agentrl.job.loader import load_config
 from agentrl.trainer.resume import RESOLVED_CONFIG, resume_command, resume_config, save_resolved_config
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_debug.yaml"

@@ -14,8 +14,9 @@ from trainer_episodes import model_logprobs
 from transformers import AutoTokenizer
 
 from agentrl.algos import LossBatch
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.chat import ChatAssembler
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.config.sections import TrainerConfig
 from agentrl.trainer.batch import TrainRow, build_rows, collate, pack_micro_batches
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.update import PolicyUpdater

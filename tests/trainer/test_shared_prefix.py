@@ -8,7 +8,8 @@ import random
 import pytest
 import torch
 
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import TrainerConfig
 from agentrl.errors import ConfigError
 from agentrl.models.loading import set_activation_checkpointing
 from agentrl.trainer.batch import TrainRow, pack_micro_batches

@@ -82,7 +82,7 @@ def assert_nothing_lost_or_doubled(run_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_sigint_ends_at_a_step_boundary_with_a_checkpoint_then_resume(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from agentrl.config.loader import load_config
+    from agentrl.job.loader import load_config
     from agentrl.trainer.loop import train
 
     config, log = quickstart_like(tmp_path, tiny_model_dir, "process", save_every=100), tmp_path / "job.log"

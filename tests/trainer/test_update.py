@@ -10,7 +10,8 @@ import torch
 from trainer_episodes import make_groups
 from update_probes import applied_gradients
 
-from agentrl.config.sections import AlgorithmConfig, TrainerConfig
+from agentrl.algos.config import AlgorithmConfig
+from agentrl.config.sections import TrainerConfig
 from agentrl.errors import ConfigError
 from agentrl.trainer.batch import build_rows, pack_micro_batches, segment_row, split_mini_batches
 from agentrl.trainer.logprobs import PolicyLogprobs, naive_token_logprobs

@@ -12,17 +12,10 @@ from typing import Any
 
 from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.config.base import StrictModel
 from agentrl.config.problems import Problem, ProblemsError
-from agentrl.config.sections import (
-    AlgorithmConfig,
-    EnvConfig,
-    EvalConfig,
-    LoggingConfig,
-    ModelConfig,
-    RolloutConfig,
-    TrainerConfig,
-)
+from agentrl.config.sections import EnvConfig, EvalConfig, LoggingConfig, ModelConfig, RolloutConfig, TrainerConfig
 from agentrl.engines.config import EngineConfig
 from agentrl.engines.registry import default_engine_config, parse_engine_config
 
@@ -35,7 +28,7 @@ class CrossFieldError(ProblemsError):
 
 
 class RunConfig(StrictModel):
-    """A complete, validated run configuration (load it with ``agentrl.config.loader.load_config``)."""
+    """A complete, validated run configuration (load it with ``agentrl.job.loader.load_config``)."""
 
     model: ModelConfig = Field(description="The policy model (a local Hugging Face directory).")
     engine: SerializeAsAny[EngineConfig] = Field(

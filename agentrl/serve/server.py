@@ -19,10 +19,10 @@ from aiohttp import web
 import agentrl
 from agentrl.engines.base import GenerateResult, new_request_id
 from agentrl.engines.embedded.engine import EmbeddedEngine
-from agentrl.engines.embedded.openai_routes import add_openai_routes
 from agentrl.engines.sglang_wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
 from agentrl.engines.tensor_wire import deserialize_named_tensors
 from agentrl.errors import EngineError
+from agentrl.serve.openai_routes import add_openai_routes
 
 ENGINE_KEY = web.AppKey("engine", EmbeddedEngine)
 LAUNCH_VERSION_KEY = web.AppKey("launch_weight_version", str)  # /server_info reports the launch value, as SGLang

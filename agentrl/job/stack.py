@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.algos.credit import signal_filter
-from agentrl.config.run import RunConfig
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.engines.factory import make_engine
 from agentrl.env.registry import make_env_factory
 from agentrl.errors import ConfigError
+from agentrl.job.run_config import RunConfig
 from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset
 from agentrl.rollout.orchestrator import RolloutOrchestrator

@@ -16,9 +16,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from agentrl.config.problems import Problem, ProblemsError, problems_from_errors, raise_problems
-from agentrl.config.run import RunConfig
 from agentrl.config.sections import EnvConfig
+from agentrl.env.registry import env_config_problems
 from agentrl.errors import ConfigError
+from agentrl.job.run_config import RunConfig
 
 
 class _Loader(yaml.SafeLoader):
@@ -130,8 +131,6 @@ def build_config(
         found.extend(_validation_problems(exc, data))
     env_data = data.get("env")
     if check_env and isinstance(env_data, dict) and not any(p.key == "env" or p.key.startswith("env.") for p in found):
-        from agentrl.env.registry import env_config_problems  # lazy: the registry imports the config sections
-
         found.extend(env_config_problems(EnvConfig.model_validate(env_data)))
     raise_problems(attribute_overrides(found, overrides), source=source)
     if config is None:  # unreachable: a failed validation always yields problems
