@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of .venv-sglang: SGLang 0.5.23's real server on CPU, for the real-SGLang test tier
-# (tests/sglang_real/) and the CPU contender of scripts/bench/bench_engine.py. About 3.5 GB; ~4 minutes plus downloads.
+# (tests/sglang_real/) and the CPU contender of bench/bench_engine.py. About 3.5 GB; ~4 minutes plus downloads.
 #
 # Everything comes from the package index except SGLang's CPU kernel package, which PyPI does not build: its
 # wheel, the tested versions and a torchvision patch lie in ../shared/sglang-cpu/ (override: AGENTRL_SGLANG_CPU),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of what only the test suite needs, on top of scripts/setup.sh's .venv (scripts/test.sh runs
-# both): TRL (the smoke test of scripts/studies/compare_trl.py), the OpenEnv server venv, SGLang 0.5.23's source (its
+# both): TRL (the smoke test of bench/studies/compare_trl.py), the OpenEnv server venv, SGLang 0.5.23's source (its
 # argument parser and tensor deserializer, run by tests/sglang_real/) and its real CPU server (.venv-sglang,
 # scripts/setup_sglang.sh).
 set -euo pipefail
@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || { echo "[test-deps] no .venv: run bash scripts/setup.sh first" >&2; exit 1; }
 stamp=.venv/.agentrl-test-deps-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup_test_deps.sh -nt "$stamp" ]; then
-  # compare: TRL for scripts/studies/compare_trl.py, whose smoke test is part of the suite (~20 s to install).
+  # compare: TRL for bench/studies/compare_trl.py, whose smoke test is part of the suite (~20 s to install).
   echo "[test-deps] installing agentrl[compare] (TRL)"
   .venv/bin/pip install -q -e ".[dev,interop,compare]" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
   .venv/bin/python -c "import trl" && touch "$stamp"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -16,7 +18,7 @@ def test_device_check_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     out = tmp_path / "device.json"
     cmd = [
         sys.executable,
-        str(ROOT / "scripts" / "bench" / "bench_device.py"),
+        str(ROOT / "bench" / "bench_device.py"),
         "--device",
         "cpu",
         "--shape",

@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.engines.kernels_here import require_native_kernels, require_sglang_cpu_kernels
+
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,7 +20,7 @@ def test_native_kernels_quick_mode_compares_every_form(tmp_path: Path) -> None:
     require_sglang_cpu_kernels()
     require_native_kernels()
     out = tmp_path / "native.json"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "bench_native_kernels.py"), "--quick", "--out", str(out)]
+    cmd = [sys.executable, str(ROOT / "bench" / "bench_native_kernels.py"), "--quick", "--out", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300, cwd=ROOT)
     report = json.loads(out.read_text())
     assert report["read_gb_s"] > 0

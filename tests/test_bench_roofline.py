@@ -7,19 +7,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from gemm_layouts import forms_for  # noqa: E402
+
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
 
 FORMS_TIMED = ("linear", "in_out", "weight_left", "packed", "sglang", "agentrl")
 
 
 def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_path: Path) -> None:
     out = tmp_path / "roofline.json"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "bench_roofline.py"), "--quick", "--threads", "1"]
+    cmd = [sys.executable, str(ROOT / "bench" / "bench_roofline.py"), "--quick", "--threads", "1"]
     cmd += ["--bf16", "always", "--batches", "1", "3", "--profile", "3", "--compare-weight-left"]
     cmd += ["--compare-packed", "--compare-kernels", "--out", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)

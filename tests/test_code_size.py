@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agentrl", "envs", "sandboxes", "scripts")
+PACKAGES = ("agentrl", "envs", "sandboxes", "scripts", "bench")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 

@@ -1,5 +1,5 @@
 """No import cycles anywhere in the repository: the module graph, read statically from every file of
-``agentrl/``, ``envs/``, ``sandboxes/``, ``scripts/`` and ``tests/`` (one graph, so a loop through two
+``agentrl/``, ``envs/``, ``sandboxes/``, ``scripts/``, ``bench/`` and ``tests/`` (one graph, so a loop through two
 folders counts too), is acyclic.
 
 Every import counts, wherever it sits: module level, inside a function (a lazy import), or under
@@ -19,7 +19,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("agentrl", "envs", "sandboxes", "scripts", "tests")
+FOLDERS = ("agentrl", "envs", "sandboxes", "scripts", "bench", "tests")
 
 
 def module_files(root: Path, *packages: str) -> dict[str, Path]:

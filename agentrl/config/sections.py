@@ -111,7 +111,7 @@ class TrainerConfig(StrictModel):
     precision: Literal["auto", "fp32", "bf16_autocast", "bf16_autocast_if_fast"] = Field(
         "auto",
         description="bf16_autocast: the update's matmuls in bf16 (CUDA or CPU; weights, AdamW, head logits, loss stay "
-        "fp32; on a CPU only with bf16 units, see scripts/bench/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU; "
+        "fp32; on a CPU only with bf16 units, see bench/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU; "
         "bf16_autocast_if_fast: bf16 where the device computes it in hardware (CUDA, a CPU with AVX512-BF16 or AMX).",
     )
     logprob_chunk_tokens: int = Field(

@@ -6,7 +6,7 @@ squared although most of that square is masked: with a 400-token prefix and four
 about 31 % of it is allowed. Here the prefix attends causally to itself, and each continuation attends to
 [prefix, itself] with a lower-right causal mask, one SDPA call each, so the work is the allowed blocks.
 On that layout, forward+backward of one layer's attention took half the dense masked SDPA's time in fp32
-and bf16 on 2 CPU threads; ``scripts/bench/bench_memory.py --options
+and bf16 on 2 CPU threads; ``bench/bench_memory.py --options
 checkpointing_shared,checkpointing_shared_mask`` compares whole updates (docs/results/memory-and-speed.md).
 
 It is registered with transformers' ``AttentionInterface`` as ``agentrl_block_sdpa`` and falls back to

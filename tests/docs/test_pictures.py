@@ -1,5 +1,5 @@
 """The pictures in the README and docs/img: the architecture diagram names only modules that exist, and
-scripts/studies/plot_mainjob.py draws the main job's picture from run directories (writing the numbers it drew) or
+bench/studies/plot_mainjob.py draws the main job's picture from run directories (writing the numbers it drew) or
 from the checked-in record of the three-seed result."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "scripts" / "studies"))
+sys.path.insert(0, str(ROOT / "bench" / "studies"))
 
 import plot_architecture  # noqa: E402
 import plot_mainjob  # noqa: E402
+
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -41,7 +43,7 @@ def test_the_main_job_picture_is_drawn_from_the_checked_in_record(tmp_path: Path
 
 
 def _write_eval(run_dir: Path, phase: str, split: str, successes: list[bool], recovery: float) -> None:
-    """An eval report as ``agentrl train`` writes it (the fields scripts/studies/heldout_report.py reads)."""
+    """An eval report as ``agentrl train`` writes it (the fields bench/studies/heldout_report.py reads)."""
     report = {
         "samples": 1,
         "pass_at_k": {"1": sum(successes) / len(successes)},

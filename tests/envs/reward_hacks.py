@@ -3,7 +3,7 @@
 ``ENTRY`` in a source is replaced by the task's entry point. ``outcome`` is what docs/sandbox-security.md
 states (the test checks the two agree): ``blocked`` = scores 0 on every target; ``detected`` = raises a
 flag of each kind in ``flags``. ``beat_old_grader``: the exploit scored 1.0 on the in-process grader
-that issue 15 replaced (scripts/bench/legacy_grader.py), which shows it is a real attack, not a strawman.
+that issue 15 replaced (bench/legacy_grader.py), which shows it is a real attack, not a strawman.
 ``blocked_by`` and ``detection`` are the docs' "enforced" columns: what outside the solution's interpreter makes the
 exploit score 0, and whether a flag it raises comes from outside (static scan, relay, judge) or only from the
 monitor inside its own process, which a solution that took over its interpreter can blind (advisory).

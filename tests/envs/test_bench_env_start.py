@@ -1,4 +1,4 @@
-"""scripts/bench/bench_env_start.py keeps working: a tiny run reports both forms, and carrying the evaluation's
+"""bench/bench_env_start.py keeps working: a tiny run reports both forms, and carrying the evaluation's
 sandboxes over starts fewer in the rollout's first step than starting it cold."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -17,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_env_start_reports_both_forms() -> None:
     args = ["--eval-envs", "3", "--rollout-envs", "4", "--rounds", "1"]
     done = subprocess.run(
-        [sys.executable, "scripts/bench/bench_env_start.py", *args],
+        [sys.executable, "bench/bench_env_start.py", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

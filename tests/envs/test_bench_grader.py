@@ -1,4 +1,4 @@
-"""scripts/bench/bench_grader.py runs end to end on a few tasks (process backend) and reports what it promises."""
+"""bench/bench_grader.py runs end to end on a few tasks (process backend) and reports what it promises."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -16,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_grader_reports_latency_throughput_and_agreement() -> None:
     command = [
         sys.executable,
-        "scripts/bench/bench_grader.py",
+        "bench/bench_grader.py",
         "--backend",
         "process",
         "--easy",

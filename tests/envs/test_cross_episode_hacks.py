@@ -121,7 +121,7 @@ def test_run_cell_notes_score_zero_now(sandbox_kind: str) -> None:
 def test_host_data_read_beat_a_process_sandbox_on_the_hosts_filesystem() -> None:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("legacy_grader", ROOT / "scripts" / "bench" / "legacy_grader.py")
+    spec = importlib.util.spec_from_file_location("legacy_grader", ROOT / "bench" / "legacy_grader.py")
     assert spec is not None and spec.loader is not None
     legacy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(legacy)

@@ -80,7 +80,7 @@ def test_exploit_scores_zero_and_is_flagged_as_documented(
 
 
 def _legacy_grade() -> Any:
-    spec = importlib.util.spec_from_file_location("legacy_grader", ROOT / "scripts" / "bench" / "legacy_grader.py")
+    spec = importlib.util.spec_from_file_location("legacy_grader", ROOT / "bench" / "legacy_grader.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""scripts/studies/bench_learning.py on the tiny job: the baseline and the all-speed-ups variant train and are
+"""bench/studies/bench_learning.py on the tiny job: the baseline and the all-speed-ups variant train and are
 evaluated,
 a variant the config rejects is skipped with its reason (as the async slot is until issue 14 lands), and a
 rerun skips finished runs."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from learning_helpers import ROOT, read_json, run_script
 
-pytestmark = pytest.mark.slow
-sys.path.insert(0, str(ROOT / "scripts" / "studies"))
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
+sys.path.insert(0, str(ROOT / "bench" / "studies"))
 from bench_learning import VARIANTS  # noqa: E402
 
 

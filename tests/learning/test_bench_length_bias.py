@@ -1,4 +1,4 @@
-"""scripts/studies/bench_length_bias.py on the tiny job: all three modes collect the same number of groups, and each
+"""bench/studies/bench_length_bias.py on the tiny job: all three modes collect the same number of groups, and each
 partial mode reports its length shift and step-time ratio against synchronous collection."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from learning_helpers import run_script
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def test_length_bias_modes(tiny_job: Path, tmp_path: Path) -> None:

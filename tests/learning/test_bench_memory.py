@@ -1,4 +1,4 @@
-"""scripts/bench/bench_memory.py: the step comparison (small shape) and the per-phase job profile (tiny job)."""
+"""bench/bench_memory.py: the step comparison (small shape) and the per-phase job profile (tiny job)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from learning_helpers import run_script
 
 from agentrl.util.allocator import find_tcmalloc
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def test_step_options_side_by_side() -> None:

@@ -1,4 +1,4 @@
-"""scripts/studies/compare_trl.py end to end on the tiny job: both sides train and are evaluated, TRL saw agentrl's
+"""bench/studies/compare_trl.py end to end on the tiny job: both sides train and are evaluated, TRL saw agentrl's
 prompt ids token for token, and the report has every row of the results table (docs/results/single-turn.md)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from learning_helpers import read_json, run_script
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def test_compare_trl_runs_both_sides_on_identical_prompt_ids(tiny_job: Path, tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from learning_helpers import ROOT
 
-sys.path.insert(0, str(ROOT / "scripts" / "studies"))
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
+
+sys.path.insert(0, str(ROOT / "bench" / "studies"))
 
 
 def _trl_tokenizer_side(tokenizer: object) -> types.SimpleNamespace:

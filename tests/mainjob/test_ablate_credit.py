@@ -1,4 +1,4 @@
-"""scripts/studies/ablate_credit.py end to end on the tiny model: real ``agentrl train`` runs, results, resume,
+"""bench/studies/ablate_credit.py end to end on the tiny model: real ``agentrl train`` runs, results, resume,
 plots."""
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ import yaml
 from agentrl.job.loader import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "studies"))
+sys.path.insert(0, str(ROOT / "bench" / "studies"))
 
 from ablate_credit import ARMS, check_arms, clip_when_stepped_twice, summarise  # noqa: E402
+
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
 
 
 def test_every_arm_is_a_valid_variant_of_the_main_job() -> None:
@@ -99,7 +101,7 @@ def _tiny_agent_config(tmp_path: Path, model_dir: Path) -> Path:
 def _ablate(config: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable,
-        str(ROOT / "scripts" / "studies" / "ablate_credit.py"),
+        str(ROOT / "bench" / "studies" / "ablate_credit.py"),
         str(config),
         "--out",
         str(out),

@@ -1,4 +1,4 @@
-"""scripts/studies/heldout_report.py on hand-made run directories: per-run paired changes, the spread, the verdicts."""
+"""bench/studies/heldout_report.py on hand-made run directories: per-run paired changes, the spread, the verdicts."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "studies"))
+sys.path.insert(0, str(ROOT / "bench" / "studies"))
 
 import heldout_report  # noqa: E402
+
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
 
 
 def _write_eval(run_dir: Path, phase: str, split: str, successes: dict[str, list[bool]], recovery: float) -> None:

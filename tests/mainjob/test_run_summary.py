@@ -1,4 +1,4 @@
-"""scripts/studies/run_summary.py on a hand-made run directory: step sums, tool waits, evaluations, GNU time."""
+"""bench/studies/run_summary.py on a hand-made run directory: step sums, tool waits, evaluations, GNU time."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "studies"))
+sys.path.insert(0, str(ROOT / "bench" / "studies"))
 
 import run_summary  # noqa: E402
+
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
 
 TIME_LOG = """\tCommand being timed: "agentrl train configs/quickstart.yaml"
 \tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02:03.50

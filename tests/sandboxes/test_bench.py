@@ -1,4 +1,4 @@
-"""scripts/bench/bench_sandbox.py keeps working: a tiny run prints the JSON report with every number."""
+"""bench/bench_sandbox.py keeps working: a tiny run prints the JSON report with every number."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,7 +22,7 @@ def test_bench_script_reports_json(config_for: Callable[..., Any]) -> None:
     config_for("docker")  # skip (or fail under CI=true) without Docker
     args = ["--cells", "20", "--seconds", "0.3", "--cold", "1"]
     done = subprocess.run(
-        [sys.executable, "scripts/bench/bench_sandbox.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "bench/bench_sandbox.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)

@@ -56,7 +56,7 @@ class EmbeddedEngineConfig(EngineConfig):
         ge=0,
         description="Forward steps of at most this many token rows compute each projection as weight @ x^T instead "
         "of x @ weight^T: the same product, which MKL streams about twice as fast at a few float32 rows on the "
-        "CPUs measured. None: 8 for float32 on CPU, else 0 (off). `scripts/bench/bench_roofline.py` times both "
+        "CPUs measured. None: 8 for float32 on CPU, else 0 (off). `bench/bench_roofline.py` times both "
         "forms on the machine at hand.",
     )
     pack_weights: bool | None = Field(

@@ -344,7 +344,7 @@ def project_rows(
 
     ``weight_left`` computes it as ``weight @ x.T`` (one column per row) and transposes back. At a few rows in
     float32, MKL's kernels for that form stream the weights at about twice the rate of ``F.linear``'s on the
-    measured CPUs (``scripts/bench/gemm_layouts.py``), and a single row is sent as two identical columns,
+    measured CPUs (``bench/gemm_layouts.py``), and a single row is sent as two identical columns,
     because the one-column product takes a slower path. The result differs from ``F.linear``'s only in float
     rounding, as it already does between batch sizes.
     """

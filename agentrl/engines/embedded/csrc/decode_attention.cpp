@@ -4,7 +4,7 @@
 // on its own, which, not memory, set its pace on a 2-core AVX512-BF16 EPYC (24 rows x 96 tokens: 68-97 us a layer,
 // 0.29-0.31 of the machine's read bandwidth). Here sixteen tokens' dot products are reduced together (sum_each16),
 // a work item is one row's query heads on one KV head (each value row read once for the group), and the cache rows
-// are requested ahead of use: 33-41 us on the same calls (scripts/bench/bench_native_kernels.py).
+// are requested ahead of use: 33-41 us on the same calls (bench/bench_native_kernels.py).
 //
 // Cache layout (the engine's SlotKVCache): keys/values [rows_cap, kv_heads, cols_cap, head_dim]; row r's tokens are
 // its columns write_col + 1 - lengths[r] .. write_col, the last one the token decoded now.

@@ -9,7 +9,7 @@ run the same bare decode steps (``ModelRunner.decode`` and sampling, the same pr
 alternating, so a machine whose wake-up cost wanders still compares them fairly; ``before_over_after`` is the
 median step of the whole-team form over the median of the alone form.
 
-Usage: [OMP_WAIT_POLICY=PASSIVE] .venv/bin/python scripts/bench/bench_small_ops.py --model
+Usage: [OMP_WAIT_POLICY=PASSIVE] .venv/bin/python bench/bench_small_ops.py --model
 models/smollm2-135m-instruct [--batches 1 8 24] [--pairs 8] [--out small_ops.json]; ``--quick``: a tiny random Llama.
 """
 

@@ -14,8 +14,8 @@ What a CPU cannot show, measured side by side in one run on a random-weight Qwen
 3. the torchrun path: a 2-process FSDP2 step over 2 GPUs (or the NCCL path with one process on 1 GPU),
    through the trainer's own process-group selection (``cpu:gloo,cuda:nccl``) and its CPU-side reductions.
 
-    python scripts/bench/bench_device.py --out device.json             # on the GPU machine (a few minutes)
-    python scripts/bench/bench_device.py --device cpu --shape tiny      # the same code on a CPU (smoke test)
+    python bench/bench_device.py --out device.json             # on the GPU machine (a few minutes)
+    python bench/bench_device.py --device cpu --shape tiny      # the same code on a CPU (smoke test)
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def fsdp_bench(args: argparse.Namespace) -> dict[str, Any]:
     processes with the CUDA backend map forced (gloo standing in for NCCL)."""
     gpus = torch.cuda.device_count() if args.device.startswith("cuda") else 0
     nproc = 2 if gpus >= 2 or gpus == 0 else 1
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     if gpus == 0:
         env["AGENTRL_DIST_DEVICE"] = "cuda"
     with tempfile.TemporaryDirectory() as tmp:

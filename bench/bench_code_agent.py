@@ -5,7 +5,7 @@ config's eval temperature, seeded like the held-out evaluation (common random nu
 pass@1, format compliance (turns with code, first replies that are a draft), turns used, episodes
 that ran code before their last turn, that had a failed run, and that recovered from one.
 
-    .venv/bin/python scripts/bench/bench_code_agent.py configs/code_agent.yaml [key=value ...] \\
+    .venv/bin/python bench/bench_code_agent.py configs/code_agent.yaml [key=value ...] \\
         --splits train,test_instances,test_kinds --tasks 24 --samples 4 [--transcripts FILE.jsonl]
 """
 

@@ -11,8 +11,8 @@ sampled by resetting the kernel's high-water mark (``/proc/self/clear_refs``) at
 on the allocator the agentrl command uses (TCMalloc where installed; ``allocator`` says which). Run it under
 ``flock /tmp/agentrl-heavy.lock``.
 
-    python scripts/bench/bench_memory.py                                   # step options, random SmolLM2-shaped weights
-    python scripts/bench/bench_memory.py job --config configs/quickstart_single.yaml --steps 3 \\
+    python bench/bench_memory.py                                   # step options, random SmolLM2-shaped weights
+    python bench/bench_memory.py job --config configs/quickstart_single.yaml --steps 3 \\
         --option 'before=!keep_engine_caches;!no_trim_heap' --option after= \\
         --option gc=trainer.gradient_checkpointing=true
 

@@ -1,4 +1,4 @@
-"""A decode step's matmuls in each form the engine could use, per dtype (``scripts/bench/bench_roofline.py``
+"""A decode step's matmuls in each form the engine could use, per dtype (``bench/bench_roofline.py``
 section ``layouts``).
 
 A decode step multiplies ``batch`` rows by every weight matrix of the model. Three forms of the same product:

@@ -9,7 +9,7 @@ Per task set (the bundled easy tasks' reference solutions, HumanEval's canonical
 
 Both graders must pass every reference solution (``agree`` counts it), and on HumanEval a known-wrong
 completion of every task (a body that returns None) must fail under both (``wrong_failed``). Usage:
-    .venv/bin/python scripts/bench/bench_grader.py [--backend docker|process] [--pool 4] [--easy 72] [--humaneval 164]
+    .venv/bin/python bench/bench_grader.py [--backend docker|process] [--pool 4] [--easy 72] [--humaneval 164]
 """
 
 from __future__ import annotations

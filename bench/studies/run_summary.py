@@ -1,6 +1,6 @@
 """Time, tokens, tool waits, evaluations and peak memory of finished training runs, one JSON line per run.
 
-    python scripts/studies/run_summary.py RUN_DIR[=TIME_LOG] ...
+    python bench/studies/run_summary.py RUN_DIR[=TIME_LOG] ...
 
 ``TIME_LOG`` (optional) is the output of ``/usr/bin/time -v agentrl train ...``: its wall time and peak RSS
 are added. The training steps' time is the sum of ``perf/step_s`` (rollout ``rollout/wall_s``, update

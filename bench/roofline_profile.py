@@ -1,4 +1,4 @@
-"""Where an embedded-engine decode step's time goes (``scripts/bench/bench_roofline.py --profile``)."""
+"""Where an embedded-engine decode step's time goes (``bench/bench_roofline.py --profile``)."""
 
 from __future__ import annotations
 

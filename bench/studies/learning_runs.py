@@ -6,8 +6,8 @@ tail when it fails. The held-out evaluation is agentrl's paired evaluator (``age
 the same sampling seeds for every model evaluated under the same ``trainer.seed``), on a fresh embedded
 engine loaded from the model directory, so every model (base, agentrl's, TRL's) is evaluated the same way.
 
-    python scripts/studies/learning_runs.py train CONFIG --run-dir DIR --result FILE [--then-heldout] [-o key=value ...]
-    python scripts/studies/learning_runs.py heldout CONFIG --model DIR --phase before --out-dir DIR --result FILE
+    python bench/studies/learning_runs.py train CONFIG --run-dir DIR --result FILE [--then-heldout] [-o key=value ...]
+    python bench/studies/learning_runs.py heldout CONFIG --model DIR --phase before --out-dir DIR --result FILE
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Each level alternates its forms in one process, so a wandering machine compares 
   (agentrl's matmul and attention, the Python loop) and ``on`` (the default: agentrl's kernels and the C++ loop);
   ``off_over_on`` and ``off_over_python_loop`` are the median step of ``off`` over the other's.
 
-Usage: .venv/bin/python scripts/bench/bench_native_kernels.py --model models/smollm2-135m-instruct [--out native.json];
+Usage: .venv/bin/python bench/bench_native_kernels.py --model models/smollm2-135m-instruct [--out native.json];
 ``--quick``: small sizes and a tiny random Llama (the tests' mode).
 """
 

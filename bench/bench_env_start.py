@@ -6,7 +6,7 @@ Each phase runs one episode per env on its own thread, as the rollout's env pool
 (run in the session sandbox, checked on the visible examples in a grading sandbox), then the reference
 solution (checked, then graded by the hidden tests). Forms alternate; equal work on both sides.
 
-Usage: .venv/bin/python scripts/bench/bench_env_start.py [--config configs/quickstart.yaml] [--eval-envs 23]
+Usage: .venv/bin/python bench/bench_env_start.py [--config configs/quickstart.yaml] [--eval-envs 23]
        [--rollout-envs 36] [--rounds 2] [--out FILE]
 """
 

@@ -1,7 +1,7 @@
 """Sandbox benchmark (JSON on stdout): warm stateful cell latency vs a cold `docker run`, and the
 throughput of trivial cells through a pool of 4. All ratios come from this one run.
 
-Usage: .venv/bin/python scripts/bench/bench_sandbox.py [--cells 1000] [--seconds 5] [--cold 5] [--out FILE]
+Usage: .venv/bin/python bench/bench_sandbox.py [--cells 1000] [--seconds 5] [--cold 5] [--out FILE]
 """
 
 from __future__ import annotations

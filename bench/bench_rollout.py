@@ -5,7 +5,7 @@
 2. Overhead: episodes of a trivial multi-turn env through the orchestrator vs the same generate calls
    (same inputs, same output lengths, same concurrency) sent to the engine alone (target >= 0.9x).
 
-Uses the tiny random model and the real embedded engine: ``python scripts/bench/bench_rollout.py [--model DIR]``.
+Uses the tiny random model and the real embedded engine: ``python bench/bench_rollout.py [--model DIR]``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ state filled by one optimizer step, so the checkpoint is as large as a training 
 writes a new step directory exactly as the training loop does (model, optimizer, RNG, a rollout-buffer
 copy, fsync, rename, ``latest``, pruning to ``keep`` = 1).
 
-    python scripts/bench/bench_checkpoint.py --model models/smollm2-135m-instruct     # the main job's model
-    python scripts/bench/bench_checkpoint.py --model DIR --repeats 1 --out-dir /tmp/x  # a quick run
+    python bench/bench_checkpoint.py --model models/smollm2-135m-instruct     # the main job's model
+    python bench/bench_checkpoint.py --model DIR --repeats 1 --out-dir /tmp/x  # a quick run
 """
 
 from __future__ import annotations

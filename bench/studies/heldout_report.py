@@ -6,7 +6,7 @@ tasks, and the agent's behaviour (turns, testing before submitting, recovery aft
 the spread (min-max) of the before-evaluations, the mean change with a 95 % t-interval over runs, and the
 verdict the main-job issue asks for: pass@1 rose in every run, and by more than the before-evaluations' spread.
 
-    .venv/bin/python scripts/studies/heldout_report.py runs/quickstart-A runs/quickstart-B runs/quickstart-C [--json \\
+    .venv/bin/python bench/studies/heldout_report.py runs/quickstart-A runs/quickstart-B runs/quickstart-C [--json \\
         out.json]
 
 Prints a Markdown table (one column per run) and the verdict lines; ``--json`` also writes the numbers.

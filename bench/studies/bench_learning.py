@@ -13,9 +13,9 @@ the plot are rewritten after every run, and a rerun skips finished runs (the rea
 survives a kill). Runs go seed by seed, variants interleaved, so a stopped bench has balanced partial results
 and a shared machine's load drift hits every variant alike. See ``learning_stats.py`` for the statistics.
 
-    python scripts/studies/bench_learning.py --config configs/quickstart_single.yaml --seeds 0,1,2,3,4 --out \\
+    python bench/studies/bench_learning.py --config configs/quickstart_single.yaml --seeds 0,1,2,3,4 --out \\
         runs/bench_learning
-    python scripts/studies/bench_learning.py --config CFG --variants exact_sync,all --seeds 0,1 --steps 1 --out \\
+    python bench/studies/bench_learning.py --config CFG --variants exact_sync,all --seeds 0,1 --steps 1 --out \\
         /tmp/x  # smoke
 """
 

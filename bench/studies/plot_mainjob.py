@@ -1,16 +1,16 @@
 """The main job's picture: held-out pass@1 before and after training, training success per step, and the
 agent's behaviour on held-out tasks, one line per run (seed).
 
-From run directories of ``agentrl train`` (what ``scripts/studies/heldout_report.py`` reads), also writing the numbers
+From run directories of ``agentrl train`` (what ``bench/studies/heldout_report.py`` reads), also writing the numbers
 as JSON so the picture can be redrawn without the runs:
 
-    .venv/bin/python scripts/studies/plot_mainjob.py runs/A runs/B runs/C --commit abc1234 \\
+    .venv/bin/python bench/studies/plot_mainjob.py runs/A runs/B runs/C --commit abc1234 \\
         --json docs/img/mainjob.json --out docs/img/mainjob.png
 
 From such a JSON (the checked-in ``docs/img/mainjob.json`` holds the three-seed result recorded in
 docs/results/main-job.md):
 
-    .venv/bin/python scripts/studies/plot_mainjob.py --from-json docs/img/mainjob.json --out docs/img/mainjob.png
+    .venv/bin/python bench/studies/plot_mainjob.py --from-json docs/img/mainjob.json --out docs/img/mainjob.png
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "studies"))
+sys.path.insert(0, str(ROOT / "bench" / "studies"))
 
 SPLITS = ("test_instances", "test_kinds")
 SPLIT_LABEL = {"test_instances": "unseen tasks of trained families", "test_kinds": "a family never trained on"}
@@ -72,7 +72,7 @@ def from_run_dirs(run_dirs: list[Path], commit: str | None) -> dict[str, Any]:
         "source": "run directories " + ", ".join(str(d) for d in run_dirs),
         "date": datetime.date.today().isoformat(),
         "commit": commit,
-        "command": "scripts/studies/plot_mainjob.py " + " ".join(str(d) for d in run_dirs),
+        "command": "bench/studies/plot_mainjob.py " + " ".join(str(d) for d in run_dirs),
         "steps": max(len(r["success_per_step"]) for r in runs),
         "tasks": tasks,
         "runs": runs,
@@ -84,7 +84,7 @@ def check_record(record: dict[str, Any]) -> None:
     for key in ("source", "date", "steps", "tasks", "runs"):
         if key not in record:
             raise RecordError(
-                f"the results JSON has no {key!r}: write it with scripts/studies/plot_mainjob.py RUN_DIR..."
+                f"the results JSON has no {key!r}: write it with bench/studies/plot_mainjob.py RUN_DIR..."
             )
     for run in record["runs"]:
         for split in SPLITS:

@@ -5,8 +5,8 @@ Each variant runs in its own subprocess so ru_maxrss is that variant's honest pe
 weights (no hub): ``smollm2`` is SmolLM2-135M's architecture (vocab 49,152), ``small`` keeps that
 vocabulary with 4 narrow layers so CPU timing runs finish in seconds.
 
-    python scripts/bench/bench_trainer.py                      # all three comparisons at CPU-sized shapes
-    python scripts/bench/bench_trainer.py --mem-batch 16    # the issue's 16 x 384 memory shape (needs ~20 GB for naive)
+    python bench/bench_trainer.py                      # all three comparisons at CPU-sized shapes
+    python bench/bench_trainer.py --mem-batch 16    # the issue's 16 x 384 memory shape (needs ~20 GB for naive)
 """
 
 from __future__ import annotations
