@@ -32,7 +32,7 @@ def run_mode(args: argparse.Namespace, mode: str, root: Path) -> dict[str, Any]:
     overrides = [
         f"trainer.mode={mode}",
         f"trainer.steps={args.steps}",
-        "trainer.save_every=100000",  # the final checkpoint only, equal in both modes
+        "trainer.checkpoint_every_steps=100000",  # the final checkpoint only, equal in both modes
         f"logging.run_root={root}",
         f"logging.run_name={mode}",
         "logging.wandb_mode=disabled",

@@ -1,5 +1,6 @@
 """Checkpoint cost (one JSON object on stdout): how long ``save_checkpoint`` takes on a real model, how much of it
-is fsync, and how many bytes it writes; the number that sets ``trainer.save_every`` / ``save_every_s``.
+is fsync, and how many bytes it writes; the number that sets ``trainer.checkpoint_every_steps`` and
+``checkpoint_every_s``.
 
 The policy is the model directory given (fp32 master weights, as the trainer holds them) with an AdamW
 state filled by one optimizer step, so the checkpoint is as large as a training run's. Each repetition

@@ -41,29 +41,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # name -> trainer settings; "baseline" is the single-turn main job as configured before this benchmark.
 STEP_OPTIONS: dict[str, dict[str, Any]] = {
-    "baseline": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "share_prefix": False},
-    "micro_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "share_prefix": False},
-    "micro_1024": {"gradient_checkpointing": False, "micro_batch_tokens": 1024, "share_prefix": False},
-    "checkpointing": {"gradient_checkpointing": True, "micro_batch_tokens": 4096, "share_prefix": False},
-    "checkpointing_8192": {"gradient_checkpointing": True, "micro_batch_tokens": 8192, "share_prefix": False},
-    "checkpointing_1024": {"gradient_checkpointing": True, "micro_batch_tokens": 1024, "share_prefix": False},
+    "baseline": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "pack_shared_prompts": False},
+    "micro_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "pack_shared_prompts": False},
+    "micro_1024": {"gradient_checkpointing": False, "micro_batch_tokens": 1024, "pack_shared_prompts": False},
+    "checkpointing": {"gradient_checkpointing": True, "micro_batch_tokens": 4096, "pack_shared_prompts": False},
+    "checkpointing_8192": {"gradient_checkpointing": True, "micro_batch_tokens": 8192, "pack_shared_prompts": False},
+    "checkpointing_1024": {"gradient_checkpointing": True, "micro_batch_tokens": 1024, "pack_shared_prompts": False},
     # a group's rows forward its prompt once (trainer/shared_prefix.py); the rows share prompts by --group
-    "shared_prefix": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "share_prefix": True},
-    "shared_prefix_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "share_prefix": True},
-    "checkpointing_shared": {"gradient_checkpointing": True, "micro_batch_tokens": 4096, "share_prefix": True},
-    "checkpointing_shared_2048": {"gradient_checkpointing": True, "micro_batch_tokens": 2048, "share_prefix": True},
+    "shared_prefix": {"gradient_checkpointing": False, "micro_batch_tokens": 4096, "pack_shared_prompts": True},
+    "shared_prefix_2048": {"gradient_checkpointing": False, "micro_batch_tokens": 2048, "pack_shared_prompts": True},
+    "checkpointing_shared": {"gradient_checkpointing": True, "micro_batch_tokens": 4096, "pack_shared_prompts": True},
+    "checkpointing_shared_2048": {
+        "gradient_checkpointing": True,
+        "micro_batch_tokens": 2048,
+        "pack_shared_prompts": True,
+    },
     # keeps as many layers' activations as 1536 tokens through the model hold (trainer/layer_checkpointing.py)
     "shared_keep_1536": {
         "gradient_checkpointing": True,
         "micro_batch_tokens": 2048,
-        "share_prefix": True,
+        "pack_shared_prompts": True,
         "keep_activations_tokens": 1536,
     },
     # the same packed rows with SDPA over the whole row and its block mask (the default computes only the blocks)
     "checkpointing_shared_mask": {
         "gradient_checkpointing": True,
         "micro_batch_tokens": 4096,
-        "share_prefix": True,
+        "pack_shared_prompts": True,
         "packed_attention": "mask",
     },
 }
@@ -148,8 +152,8 @@ def step_worker(option: str, args: argparse.Namespace) -> dict[str, Any]:
     else:
         rows, algo = job_rows(args.batch, args.prompt, args.completion, args.group), AlgorithmConfig()
     updater = PolicyUpdater(PolicyLogprobs(lm, cfg.logprob_chunk_tokens), algo, cfg, temperature=0.7, total_steps=10)
-    if cfg.share_prefix:
-        micro = pack_shared_prefix(rows, cfg.micro_batch_tokens, cfg.share_prefix_max_len)
+    if cfg.pack_shared_prompts:
+        micro = pack_shared_prefix(rows, cfg.micro_batch_tokens, cfg.pack_shared_prompts_max_len)
     else:
         micro = pack_micro_batches(rows, cfg.micro_batch_tokens)
     model_gb = rss_gb()
@@ -325,7 +329,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="step: timed updates after the warm-up.")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--precision", default="fp32", choices=["fp32", "bf16_autocast"], help="step: the update's precision."
+        "--precision", default="float32", choices=["float32", "bfloat16_autocast"], help="step: the update's precision."
     )
     parser.add_argument("--arch", choices=["smollm2", "small"], default="smollm2", help="step: model shape.")
     parser.add_argument("--rows-from", type=Path, help="step: a run directory whose archived batch to update on.")

@@ -26,7 +26,12 @@ def code_agent_like(tmp_path: Path, model_dir: Path, engine: dict[str, Any], ste
     cfg["env"]["kwargs"]["sandbox"] = {"kind": "process"}
     cfg["rollout"].update(group_size=2, prompts_per_step=2, max_new_tokens=48, max_episode_tokens=600)
     cfg["trainer"].update(
-        steps=steps, lr=1e-3, micro_batch_tokens=2048, gradient_checkpointing=False, save_every=1, keep_checkpoints=2
+        steps=steps,
+        lr=1e-3,
+        micro_batch_tokens=2048,
+        gradient_checkpointing=False,
+        checkpoint_every_steps=1,
+        keep_checkpoints=2,
     )
     cfg.pop("eval", None)
     cfg["logging"].update(run_root=str(tmp_path / "runs"), run_name="run", wandb_mode="disabled", progress=False)

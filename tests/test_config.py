@@ -186,12 +186,12 @@ def test_plugin_names_and_settings_errors_name_the_key_and_the_fix() -> None:
 
 
 def test_plugin_settings_take_dotted_overrides_and_survive_a_dump() -> None:
-    config = load_config(TINY, ["algorithm.loss.eps_high=0.001", "algorithm.turn_advantage.name=discounted_return"])
-    assert config.algorithm.loss.name == "gspo_token" and config.algorithm.loss.eps_high == 0.001  # type: ignore[attr-defined]
-    config = load_config(TINY, ["algorithm.turn_advantage={name: discounted_return, gamma: 0.9}"])
+    config = load_config(TINY, ["algorithm.loss.eps_high=0.001", "algorithm.turn_advantage.kind=discounted_return"])
+    assert config.algorithm.loss.kind == "gspo_token" and config.algorithm.loss.eps_high == 0.001  # type: ignore[attr-defined]
+    config = load_config(TINY, ["algorithm.turn_advantage={kind: discounted_return, gamma: 0.9}"])
     dumped = config.model_dump(mode="json")
     assert dumped["algorithm"]["turn_advantage"] == {
-        "name": "discounted_return",
+        "kind": "discounted_return",
         "gamma": 0.9,
         "episode_weight": 0.0,
         "step_weight": 1.0,
@@ -207,7 +207,7 @@ def test_every_plugin_setting_is_documented() -> None:
         for registry in (LOSSES, SCHEMES)
         for name in registry.names()
         for field, info in registry.get(name).model_fields.items()
-        if field != "name" and not info.description
+        if field != "kind" and not info.description
     ]
     assert undocumented == []
 
@@ -220,14 +220,14 @@ def test_import_modules_registers_a_users_loss(tmp_path: Path, monkeypatch: pyte
         "from agentrl.algos import GSPOToken, register_loss\n\n\n"
         "class Wide(GSPOToken):\n"
         '    """GSPO-token with a wider default band."""\n\n'
-        '    name: Literal["wide"] = "wide"\n'
+        '    kind: Literal["wide"] = "wide"\n'
         "    eps_low: float = 0.01\n\n\n"
         "register_loss(Wide)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(LOSSES, "_classes", dict(LOSSES._classes))
     config = load_config(TINY, ["algorithm.import_modules=[my_losses]", "algorithm.loss=wide"])
-    assert config.algorithm.loss.name == "wide" and config.algorithm.loss.eps_low == 0.01  # type: ignore[attr-defined]
+    assert config.algorithm.loss.kind == "wide" and config.algorithm.loss.eps_low == 0.01  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match=r"algorithm.import_modules: cannot import 'no_such_losses'"):
         load_config(TINY, ["algorithm.import_modules=[no_such_losses]"])
 
@@ -240,3 +240,57 @@ def test_a_command_line_typo_is_attributed_to_the_command_line() -> None:
     line = next(line for line in message.splitlines() if "trainer.lrr" in line)
     assert line.startswith("  trainer.lrr: unknown key (value 1e-06) -> Did you mean 'lr'?")
     assert line.endswith("[set on the command line: trainer.lrr=1e-6]")
+
+
+def test_one_vocabulary_and_old_keys_name_their_new_key() -> None:
+    """One tag word (kind) for every tagged union, one precision spelling, renamed synonyms; an old key is an error
+    whose fix names the new key (no compatibility layer: nothing was released)."""
+
+    def problems(*overrides: str) -> str:
+        with pytest.raises(ConfigError) as info:
+            load_config(TINY, list(overrides))
+        return str(info.value)
+
+    assert "write kind: grpo instead of name: grpo" in problems("algorithm.loss={name: grpo}")
+    assert "write kind: tis instead of name: tis" in problems("algorithm.is_correction={name: tis, cap: 2.0}")
+    assert "renamed: write checkpoint_every_steps instead of save_every" in problems("trainer.save_every=3")
+    assert "renamed: write checkpoint_every_s instead of save_every_s" in problems("trainer.save_every_s=60")
+    assert "renamed: write pack_shared_prompts instead of share_prefix" in problems("trainer.share_prefix=false")
+    assert "renamed: write on_weight_update instead of weight_update" in problems("engine.weight_update=abort")
+    sglang = ("engine={kind: sglang, urls: ['http://127.0.0.1:1']}",)
+    assert "renamed: write weight_transfer instead of weight_sync" in problems(*sglang, "engine.weight_sync=disk")
+    assert "'float32'" in problems("trainer.precision=fp32")  # the error lists the one spelling
+    config = load_config(TINY, ["algorithm.loss={kind: grpo}", "trainer.precision=float32"])
+    assert config.algorithm.loss.kind == "grpo" and config.trainer.precision == "float32"
+
+
+def test_the_run_seed_seeds_every_section_unless_a_section_sets_its_own() -> None:
+    config = load_config(TINY, ["seed=7"])
+    assert (config.seed, config.trainer.seed, config.rollout.seed, config.engine.seed) == (7, 7, 7, 7)  # type: ignore[attr-defined]
+    config = load_config(TINY, ["seed=7", "engine.seed=3"])
+    assert (config.trainer.seed, config.rollout.seed, config.engine.seed) == (7, 7, 3)  # type: ignore[attr-defined]
+    default = load_config(TINY)
+    assert (default.seed, default.trainer.seed, default.rollout.seed) == (0, 0, 0)
+    served = load_config(TINY, ["seed=5", "engine={kind: sglang, urls: ['http://127.0.0.1:1']}"])
+    assert served.trainer.seed == 5 and "seed" not in type(served.engine).model_fields  # no seed to give, no error
+
+
+def test_register_env_comes_from_agentrl_env_beside_multiturnenv() -> None:
+    from agentrl.env import MultiTurnEnv, register_env
+    from agentrl.env.registry import register_env as in_registry
+
+    assert register_env is in_registry and MultiTurnEnv.__module__ == "agentrl.env.base"
+
+
+def test_a_plugin_tagged_by_name_is_refused_naming_kind() -> None:
+    from typing import Literal
+
+    from agentrl.algos import LOSSES, GSPOToken
+
+    class Narrow(GSPOToken):
+        """A loss written with the old tag word."""
+
+        name: Literal["narrow"] = "narrow"
+
+    with pytest.raises(ConfigError, match=r"tagged by 'kind': write kind: Literal\['narrow'\] = 'narrow'"):
+        LOSSES.register(Narrow)

@@ -238,7 +238,7 @@ def _adventure_config(tmp_path: Path, model_dir: Path, env_id: str = "adventure:
         "engine": {"kind": "embedded", "max_batch_size": 8, "max_seq_len": 1024},
         "env": {"id": env_id, "kwargs": kwargs, **env},
         "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 12, "max_episode_tokens": 900},
-        "trainer": {"steps": 4, "mini_batches": 1, "save_every": 1, "save_every_s": None, "lr": 1e-3},
+        "trainer": {"steps": 4, "mini_batches": 1, "checkpoint_every_steps": 1, "checkpoint_every_s": None, "lr": 1e-3},
         "logging": {
             "run_root": str(tmp_path / "runs"),
             "run_name": "adventure",

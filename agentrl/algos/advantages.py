@@ -34,7 +34,7 @@ def _reward(value: float | None) -> float | None:
 class Outcome(AdvantageScheme):
     """Scheme O: every turn of episode i gets the outcome advantage A^O_i (GSPO-token then equals GSPO)."""
 
-    name: Literal["outcome"] = "outcome"
+    kind: Literal["outcome"] = "outcome"
     per_turn: ClassVar[bool] = False
     scales: ClassVar[tuple[str, ...]] = ("std", "none")
 
@@ -53,7 +53,7 @@ class OutcomePlusTurn(AdvantageScheme):
     turn rewards join no (g, k) normalisation. A batch with such episodes is reported once (a warning).
     """
 
-    name: Literal["outcome_plus_turn"] = "outcome_plus_turn"
+    kind: Literal["outcome_plus_turn"] = "outcome_plus_turn"
     lam: float = Field(1.0, description="Weight of the turn reward normalised over the group's k-th turns (lambda).")
 
     def advantages(self, rewards: RewardBatch, norm: Normalization) -> list[list[float]]:
@@ -99,7 +99,7 @@ class TurnCreditWarning(UserWarning):
 class DiscountedReturn(AdvantageScheme):
     """Scheme R (GTPO / GiGPO-step): A_ik = alpha * A^O_i + omega * Norm_key(G_ik), G_ik the return-to-go."""
 
-    name: Literal["discounted_return"] = "discounted_return"
+    kind: Literal["discounted_return"] = "discounted_return"
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount over turns of the return-to-go.")
     episode_weight: float = Field(0.0, description="Weight of the outcome advantage A^O_i (alpha; GiGPO: 1).")
     step_weight: float = Field(1.0, description="Weight of the normalised return-to-go (omega; GiGPO: 1).")
@@ -137,7 +137,7 @@ class DiscountedReturn(AdvantageScheme):
 def make_scheme(scheme: str, **settings: object) -> AdvantageScheme:
     """The registered scheme ``scheme`` with those of ``settings`` it declares; ConfigError if invalid."""
     cls = SCHEMES.get(scheme)
-    given = {k: v for k, v in settings.items() if k in cls.model_fields and k != "name"}
+    given = {k: v for k, v in settings.items() if k in cls.model_fields and k != "kind"}
     try:
         return cls(**given)
     except ValidationError as exc:

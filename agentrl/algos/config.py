@@ -6,6 +6,7 @@ against their registries here), advantage normalisation, where pi_old comes from
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, SerializeAsAny, field_validator
@@ -15,7 +16,7 @@ from agentrl.algos.loss_base import LOSSES
 from agentrl.algos.offpolicy_config import ISCorrection, NoCorrection, OffPolicy, Proximal
 from agentrl.algos.scheme_base import SCHEMES
 from agentrl.config.base import StrictModel
-from agentrl.config.plugins import PluginRegistry, PluginSettings
+from agentrl.config.plugins import PluginRegistry, PluginSettings, refuse_name_tag
 from agentrl.config.problems import Problem
 
 
@@ -31,7 +32,7 @@ class AlgorithmConfig(StrictModel):
         "gspo_token",
         validate_default=True,
         description="Policy loss: a registered name (gspo_token, gspo, grpo, or one you register) or a mapping with "
-        "its name and settings, e.g. {name: grpo, eps_low: 0.2}. Bundled settings: eps_low and eps_high (clip range; "
+        "its kind and settings, e.g. {kind: grpo, eps_low: 0.2}. Bundled settings: eps_low and eps_high (clip range; "
         "gspo/gspo_token 3e-4/4e-4, grpo 0.2/0.28) and log_ratio_clamp (gspo/gspo_token, >= 10, off by default).",
     )
     turn_advantage: SerializeAsAny[PluginSettings] = Field(
@@ -75,7 +76,7 @@ class AlgorithmConfig(StrictModel):
     is_correction: ISCorrection = Field(
         default_factory=NoCorrection,
         description="Importance correction between the proximal and the behaviour policy: none, or a mapping "
-        "{name: tis, cap: 2.0} (truncated IS) or {name: mis, low: 0.5, high: 5.0} (masked IS, IcePop-style), each "
+        "{kind: tis, cap: 2.0} (truncated IS) or {kind: mis, low: 0.5, high: 5.0} (masked IS, IcePop-style), each "
         "with level: token | sequence (default: the loss's own, sequence for gspo/gspo_token, token for grpo).",
     )
 
@@ -111,7 +112,9 @@ class AlgorithmConfig(StrictModel):
     @field_validator("is_correction", mode="before")
     @classmethod
     def _correction_by_name(cls, value: Any) -> Any:
-        return {"name": value} if isinstance(value, str) else value
+        if isinstance(value, Mapping):
+            refuse_name_tag(value, "importance correction")
+        return {"kind": value} if isinstance(value, str) else value
 
     @property
     def off_policy(self) -> OffPolicy:
@@ -152,17 +155,17 @@ class AlgorithmConfig(StrictModel):
                 )
             )
         off = self.off_policy
-        if off.proximal == "behaviour" and off.is_correction.name != "none":
+        if off.proximal == "behaviour" and off.is_correction.kind != "none":
             out.append(
                 Problem(
                     "algorithm.is_correction",
-                    f"{off.is_correction.name!r} weights by proximal/behaviour, which is exactly 1 with proximal "
+                    f"{off.is_correction.kind!r} weights by proximal/behaviour, which is exactly 1 with proximal "
                     "'behaviour' (GSPO.md 2.6: no IS weight against the same engine logprobs)",
                     "set proximal: recompute or interpolate, or is_correction: none",
                 )
             )
         level = off.is_correction.level
-        if level == "token" and getattr(self.loss, "name", "") == "gspo":
+        if level == "token" and getattr(self.loss, "kind", "") == "gspo":
             out.append(
                 Problem(
                     "algorithm.is_correction.level",

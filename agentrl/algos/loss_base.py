@@ -152,7 +152,7 @@ def finish_metrics(
 class PolicyLoss(PluginSettings):
     """A registered policy loss: its fields are its settings, ``terms`` its surrogate (GSPO.md 2.4).
 
-    Subclasses declare ``name`` (a Literal with a default), override ``terms``, and may set:
+    Subclasses declare ``kind`` (a Literal with a default), override ``terms``, and may set:
     ``token_advantages`` (False: one advantage per sequence, so per-turn schemes are refused),
     ``inputs`` (optional ``LossBatch`` fields it reads), ``metrics`` (statistics and their
     aggregation; ``statistics`` computes them), and ``problems`` (checks against the rest of the
@@ -182,7 +182,7 @@ class PolicyLoss(PluginSettings):
             return [
                 Problem(
                     "algorithm.turn_advantage",
-                    f"{scheme.name!r} gives per-turn advantages, but loss {self.name!r} takes one advantage per "
+                    f"{scheme.kind!r} gives per-turn advantages, but loss {self.kind!r} takes one advantage per "
                     "sequence",
                     "use algorithm.loss: gspo_token, or turn_advantage: outcome",
                 )
@@ -208,7 +208,7 @@ class PolicyLoss(PluginSettings):
         """
         missing = sorted(name for name in self.inputs if getattr(batch, name) is None)
         if missing:
-            raise ConfigError(f"loss {self.name!r} needs the inputs {missing}, which this caller did not provide")
+            raise ConfigError(f"loss {self.kind!r} needs the inputs {missing}, which this caller did not provide")
         n = float(num_sequences) if num_sequences is not None else float(batch.mask.shape[0])
         if n <= 0:
             raise ConfigError(f"num_sequences={num_sequences} must be > 0 (the rows of the optimizer mini-batch)")
@@ -244,7 +244,7 @@ class PolicyLoss(PluginSettings):
             return x, terms, terms.per_row * corr.weights, corr.stats
         if terms.per_token is None:
             raise ConfigError(
-                f"loss {self.name!r} has no per-token surrogate, so is_correction level 'token' cannot weight it; "
+                f"loss {self.kind!r} has no per-token surrogate, so is_correction level 'token' cannot weight it; "
                 "use level: sequence"
             )
         return x, terms, (terms.per_token * corr.weights).sum(-1) / x.lengths, corr.stats
@@ -311,7 +311,7 @@ def prepare(batch: LossBatch, loss: PolicyLoss) -> PreparedBatch:
         clamp_hits = log_s.detach() > cap
         log_s = log_s.clamp(max=cap)
     if not loss.token_advantages and batch.advantages.dim() == 2:
-        _check_sequence_advantages(loss.name, adv_bt, mask)
+        _check_sequence_advantages(loss.kind, adv_bt, mask)
     return PreparedBatch(batch, lp_new, lp_old, mask, adv_bt, adv_row, lengths, counts > 0, log_s, clamp_hits)
 
 
@@ -321,7 +321,7 @@ LOSSES: PluginRegistry[PolicyLoss] = PluginRegistry(
 
 
 def register_loss(cls: type[PolicyLoss]) -> type[PolicyLoss]:
-    """Register a ``PolicyLoss`` subclass under its ``name`` (usable as a decorator); returns the class."""
+    """Register a ``PolicyLoss`` subclass under its ``kind`` (usable as a decorator); returns the class."""
     unknown = sorted(cls.inputs - OPTIONAL_INPUTS)
     if unknown:
         raise ConfigError(

@@ -79,7 +79,7 @@ class SequenceRatioLoss(ClippedLoss):
 class GSPO(SequenceRatioLoss):
     """Sequence-level GSPO (eq. 5): one ratio s_i and one advantage A_i per row."""
 
-    name: Literal["gspo"] = "gspo"
+    kind: Literal["gspo"] = "gspo"
     token_advantages: ClassVar[bool] = False
 
     def terms(self, x: PreparedBatch) -> LossTerms:
@@ -93,7 +93,7 @@ class GSPO(SequenceRatioLoss):
 class GSPOToken(SequenceRatioLoss):
     """GSPO-token (eqs. 13-14): log s_it = sg[log s_i] + logp_it - sg[logp_it], clipped per token."""
 
-    name: Literal["gspo_token"] = "gspo_token"
+    kind: Literal["gspo_token"] = "gspo_token"
 
     def terms(self, x: PreparedBatch) -> LossTerms:
         """(1/|y_i|) sum_t min(s_it A_it, clip(s_it) A_it); clipping is decided per token by the sign of A_it.
@@ -113,7 +113,7 @@ class GSPOToken(SequenceRatioLoss):
 class GRPO(ClippedLoss):
     """GRPO (contrast): per-token ratio w_it = exp(logp_new_it - logp_old_it), sequence-mean over tokens."""
 
-    name: Literal["grpo"] = "grpo"
+    kind: Literal["grpo"] = "grpo"
     is_level: ClassVar[Literal["token", "sequence"]] = "token"
     eps_low: float = Field(0.2, description="Lower clip range of the per-token ratio (GRPO/PPO: 0.2).")
     eps_high: float = Field(0.28, description="Upper clip range of the per-token ratio (DAPO's clip-higher: 0.28).")

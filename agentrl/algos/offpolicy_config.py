@@ -38,7 +38,7 @@ class ISCorrectionBase(BaseModel):
 class NoCorrection(ISCorrectionBase):
     """No behaviour weight (w = 1): the proximal policy is trusted as the sampling policy."""
 
-    name: Literal["none"] = "none"
+    kind: Literal["none"] = "none"
 
     def weights(self, ratio_: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """w = 1 everywhere; nothing truncated or masked."""
@@ -49,7 +49,7 @@ class NoCorrection(ISCorrectionBase):
 class TruncatedIS(ISCorrectionBase):
     """Truncated importance sampling (TIS): w = min(ratio, cap)."""
 
-    name: Literal["tis"] = "tis"
+    kind: Literal["tis"] = "tis"
     cap: float = Field(2.0, gt=1.0, description="Truncation C of the ratio proximal/behaviour (> 1).")
 
     def weights(self, ratio_: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -61,7 +61,7 @@ class TruncatedIS(ISCorrectionBase):
 class MaskedIS(ISCorrectionBase):
     """Masked importance sampling (MIS, IcePop-style): w = ratio inside [low, high], else 0."""
 
-    name: Literal["mis"] = "mis"
+    kind: Literal["mis"] = "mis"
     low: float = Field(0.5, gt=0.0, lt=1.0, description="Lower bound of the kept ratio band (IcePop: 0.5).")
     high: float = Field(5.0, gt=1.0, description="Upper bound of the kept ratio band (IcePop: 5.0).")
 
@@ -71,7 +71,7 @@ class MaskedIS(ISCorrectionBase):
         return ratio_.masked_fill(masked, 0.0), masked & ~masked, masked
 
 
-ISCorrection = Annotated[NoCorrection | TruncatedIS | MaskedIS, Field(discriminator="name")]
+ISCorrection = Annotated[NoCorrection | TruncatedIS | MaskedIS, Field(discriminator="kind")]
 
 
 class OffPolicy(BaseModel):
@@ -86,7 +86,7 @@ class OffPolicy(BaseModel):
     @classmethod
     def _correction_by_name(cls, value: Any) -> Any:
         if isinstance(value, dict) and isinstance(value.get("is_correction"), str):
-            value = {**value, "is_correction": {"name": value["is_correction"]}}
+            value = {**value, "is_correction": {"kind": value["is_correction"]}}
         return value
 
     @property
@@ -97,4 +97,4 @@ class OffPolicy(BaseModel):
     @property
     def decoupled(self) -> bool:
         """False when the loss is exactly the synchronous one with logp_old := behaviour (or the recompute)."""
-        return self.proximal == "interpolate" or self.is_correction.name != "none"
+        return self.proximal == "interpolate" or self.is_correction.kind != "none"

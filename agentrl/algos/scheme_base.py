@@ -147,7 +147,7 @@ def normalize_by_key(values: Sequence[float], keys: Sequence[Hashable], norm: No
 class AdvantageScheme(PluginSettings):
     """A registered advantage scheme: its fields are its settings; ``advantages`` gives one value per turn.
 
-    Subclasses declare ``name`` (a Literal with a default), override ``advantages``, and may set
+    Subclasses declare ``kind`` (a Literal with a default), override ``advantages``, and may set
     ``per_turn`` (False when every turn of an episode gets the same advantage, so sequence-level
     losses accept it), ``scales`` (the ``algorithm.adv_scale`` values it implements) and ``problems``.
     """
@@ -165,7 +165,7 @@ class AdvantageScheme(PluginSettings):
             return [
                 Problem(
                     "algorithm.adv_scale",
-                    f"adv_scale {algo.adv_scale!r} is not implemented by turn_advantage {self.name!r} "
+                    f"adv_scale {algo.adv_scale!r} is not implemented by turn_advantage {self.kind!r} "
                     f"(it supports {', '.join(self.scales)})",
                     f"set algorithm.adv_scale: {self.scales[0]}, or a turn_advantage that supports it",
                 )
@@ -177,7 +177,7 @@ class AdvantageScheme(PluginSettings):
         rewards.check()
         if norm.scale not in self.scales:
             raise ConfigError(
-                f"turn_advantage {self.name!r} does not implement adv_scale {norm.scale!r}; use one of {self.scales}"
+                f"turn_advantage {self.kind!r} does not implement adv_scale {norm.scale!r}; use one of {self.scales}"
             )
         return self.advantages(rewards, norm)
 
@@ -188,5 +188,5 @@ SCHEMES: PluginRegistry[AdvantageScheme] = PluginRegistry(
 
 
 def register_scheme(cls: type[AdvantageScheme]) -> type[AdvantageScheme]:
-    """Register an ``AdvantageScheme`` subclass under its ``name`` (usable as a decorator); returns the class."""
+    """Register an ``AdvantageScheme`` subclass under its ``kind`` (usable as a decorator); returns the class."""
     return SCHEMES.register(cls)

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
         max_batch_size=args.max_batch_size,
         max_seq_len=args.max_seq_len,
         seed=args.seed,
-        weight_update=args.weight_update,
+        on_weight_update=args.on_weight_update,
         prefix_cache_tokens=args.prefix_cache_tokens,
         share_prefixes=not args.no_prefix_sharing,
     )
@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
         help="recompute prompt heads that running requests share instead of copying them",
     )
     parser.add_argument(
-        "--weight-update",
+        "--on-weight-update",
         choices=["finish_old", "abort"],
         default="finish_old",
         help="requests in flight at a weight update",

@@ -90,7 +90,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         from agentrl.trainer.preflight import preflight
 
-        print(f"[train] config {shown!r} is valid ({cfg.trainer.steps} steps, loss {cfg.algorithm.loss.name})")
+        print(f"[train] config {shown!r} is valid ({cfg.trainer.steps} steps, loss {cfg.algorithm.loss.kind})")
         for line in preflight(cfg):
             label = "" if line.startswith("warning:") else "ok: "
             print(f"[train] {label}{line}")

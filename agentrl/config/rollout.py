@@ -88,4 +88,4 @@ class RolloutConfig(StrictModel):
         "segment.",
     )
     concurrency: int = Field(64, ge=1, description="Most episodes stepping their env at once (thread pool size).")
-    seed: int = Field(0, description="Seed of the dataset order and episode seeds.")
+    seed: int = Field(0, description="Seed of the dataset order and episode seeds (default: the run's seed).")

@@ -7,7 +7,7 @@ per backend (``agentrl.engines.registry``) and the algorithm section lives with 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -67,6 +67,13 @@ class EnvConfig(StrictModel):
 class TrainerConfig(StrictModel):
     """Optimisation settings of the policy update."""
 
+    renamed_keys: ClassVar[dict[str, str]] = {
+        "save_every": "checkpoint_every_steps",
+        "save_every_s": "checkpoint_every_s",
+        "share_prefix": "pack_shared_prompts",
+        "share_prefix_max_len": "pack_shared_prompts_max_len",
+    }
+
     steps: int = Field(10, ge=1, description="Training steps (rollout + update) to run.")
     lr: float = Field(1e-6, gt=0.0, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
@@ -90,13 +97,13 @@ class TrainerConfig(StrictModel):
         "through the whole model would hold. A micro-batch of T tokens recomputes ceil(L x (1 - N/T)) of its L "
         "layers; one of at most N tokens recomputes none. 0 recomputes every layer (trainer/layer_checkpointing.py).",
     )
-    share_prefix: bool = Field(
+    pack_shared_prompts: bool = Field(
         True,
         description="Forward the episodes that share a prompt as one packed row (the prompt once, a block mask), "
         "in the update and the recompute: the same loss with (G - 1) x prompt fewer tokens per group. Needs "
         "sdpa or eager attention.",
     )
-    share_prefix_max_len: int = Field(
+    pack_shared_prompts_max_len: int = Field(
         2048,
         ge=64,
         description="Longest packed row (also at most micro_batch_tokens): attention over a packed row costs its "
@@ -108,11 +115,12 @@ class TrainerConfig(StrictModel):
         "prefix, each continuation onto prefix and itself; trainer/block_attention.py); mask runs SDPA over the whole "
         "packed row with the mask. Same logprobs and gradients up to float rounding.",
     )
-    precision: Literal["auto", "fp32", "bf16_autocast", "bf16_autocast_if_fast"] = Field(
+    precision: Literal["auto", "float32", "bfloat16_autocast", "bfloat16_autocast_if_fast"] = Field(
         "auto",
-        description="bf16_autocast: the update's matmuls in bf16 (CUDA or CPU; weights, AdamW, head logits, loss stay "
-        "fp32; on a CPU only with bf16 units, see bench/bench_roofline.py); auto: bf16 on CUDA, fp32 on CPU; "
-        "bf16_autocast_if_fast: bf16 where the device computes it in hardware (CUDA, a CPU with AVX512-BF16 or AMX).",
+        description="bfloat16_autocast: the update's matmuls in bf16 (CUDA or CPU; weights, AdamW, head logits, "
+        "loss stay float32; on a CPU only with bf16 units, see bench/bench_roofline.py); auto: bfloat16_autocast on "
+        "CUDA, float32 on CPU; bfloat16_autocast_if_fast: bf16 where the device computes it in hardware (CUDA, a CPU "
+        "with AVX512-BF16 or AMX).",
     )
     logprob_chunk_tokens: int = Field(
         1024,
@@ -120,8 +128,8 @@ class TrainerConfig(StrictModel):
         description="Tokens per chunk when computing logprobs, so the full-vocab fp32 log-softmax is never "
         "materialised at once.",
     )
-    save_every: int = Field(10, ge=1, description="Checkpoint every N steps (and at the end).")
-    save_every_s: float | None = Field(
+    checkpoint_every_steps: int = Field(10, ge=1, description="Checkpoint every N steps (and at the end).")
+    checkpoint_every_s: float | None = Field(
         600.0,
         gt=0.0,
         description="Also checkpoint at the first step boundary this many seconds after the last checkpoint (or the "
@@ -141,7 +149,7 @@ class TrainerConfig(StrictModel):
         "many each). None: every core in sync mode (only one side runs at a time), half the cores in async mode, and "
         "every core for the rest of an async update once the engine has finished collecting.",
     )
-    seed: int = Field(0, description="Seed of torch, python and numpy RNGs.")
+    seed: int = Field(0, description="Seed of torch, python and numpy RNGs (default: the run's seed).")
     deterministic: bool = Field(
         False, description="Use deterministic algorithms (CPU runs then reproduce exactly across kill/resume)."
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from abc import abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # the config stays importable without torch; building an engi
 class EngineConfig(StrictModel):
     """Settings every engine backend shares; subclass it (and register it) to add a backend."""
 
+    renamed_keys: ClassVar[dict[str, str]] = {"weight_update": "on_weight_update"}
+
     kind: str = Field(description="The engine backend: a registered kind (embedded, sglang, or one you register).")
     import_modules: list[str] = Field(
         default_factory=list,
@@ -36,7 +38,7 @@ class EngineConfig(StrictModel):
         "(e.g. [my_engines]).",
     )
     max_seq_len: int = Field(4096, ge=16, description="Longest prompt + completion the engine accepts (tokens).")
-    weight_update: Literal["finish_old", "abort"] = Field(
+    on_weight_update: Literal["finish_old", "abort"] = Field(
         "finish_old",
         description="Requests in flight at a weight update: finish under the old weights, or abort (partial output "
         "returned).",

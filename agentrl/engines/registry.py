@@ -68,6 +68,12 @@ def default_engine_config() -> EngineConfig:
     return _BACKENDS[DEFAULT_KIND]()
 
 
+def engine_takes_seed(data: Mapping[str, Any]) -> bool:
+    """Whether the backend an ``engine`` mapping names (the default one when it names none) has a ``seed``."""
+    config_cls = _BACKENDS.get(data.get("kind", DEFAULT_KIND))
+    return config_cls is not None and "seed" in config_cls.model_fields
+
+
 def parse_engine_config(value: Any) -> EngineConfig:
     """Validate an ``engine`` section (a mapping, or a config object kept as is) against its backend's model.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 class SGLangEngineConfig(ServerEngineConfig):
     """SGLang servers (or ``agentrl serve``, or an sglang-router) over SGLang's native HTTP API."""
 
+    renamed_keys: ClassVar[dict[str, str]] = {**ServerEngineConfig.renamed_keys, "weight_sync": "weight_transfer"}
+
     kind: Literal["sglang"] = Field("sglang", description="SGLang servers over HTTP.")
     routing: Literal["sticky", "least_loaded", "round_robin"] = Field(
         "sticky",
@@ -34,7 +36,7 @@ class SGLangEngineConfig(ServerEngineConfig):
         description="Sticky routing: a server with more than this many requests in flight above the least-loaded "
         "server gets no sticky request (sglang-router's balance_abs_threshold).",
     )
-    weight_sync: Literal["disk", "tensor"] = Field(
+    weight_transfer: Literal["disk", "tensor"] = Field(
         "disk",
         description="How the trainer's weights reach the servers: disk = safetensors in weights_dir + "
         "/update_weights_from_disk; tensor = /update_weights_from_tensor (torch IPC handles: same host only, "
@@ -46,8 +48,8 @@ class SGLangEngineConfig(ServerEngineConfig):
         return import_engine_class("agentrl.engines.sglang_http:SGLangEngine")(self, model_path=model.path)
 
     def weight_transport(self, run_dir: Path) -> WeightTransport:
-        """Tensors to colocated servers (weight_sync: tensor), else a directory under weights_dir."""
-        if self.weight_sync == "tensor":
+        """Tensors to colocated servers (weight_transfer: tensor), else a directory under weights_dir."""
+        if self.weight_transfer == "tensor":
             return StateDictTransport()
         return self.disk_transport(run_dir)
 

@@ -208,15 +208,15 @@ class SGLangEngine:
     async def update_weights(self, source: Mapping[str, Any] | str | Path, version: int) -> None:
         """Load new weights on every worker as ``version``: a directory (or a state dict written to
         ``engine.weights_dir``) via /update_weights_from_disk, or tensors via /update_weights_from_tensor inside a
-        /begin_weight_update ... /end_weight_update session when ``engine.weight_sync == "tensor"`` (colocated,
+        /begin_weight_update ... /end_weight_update session when ``engine.weight_transfer == "tensor"`` (colocated,
         same host; one payload per TP rank)."""
         await self._probe(refresh=True)  # a router may have gained or lost workers since the last update
         body: dict[str, Any] = {
             "weight_version": version_to_wire(version),
-            "abort_all_requests": self.config.weight_update == "abort",
+            "abort_all_requests": self.config.on_weight_update == "abort",
         }
         timeout = max(self.config.request_timeout_s, CONTROL_TIMEOUT_S)
-        if isinstance(source, Mapping) and self.config.weight_sync == "tensor":
+        if isinstance(source, Mapping) and self.config.weight_transfer == "tensor":
             from agentrl.engines.tensor_wire import SharedTensors
 
             shared = await asyncio.to_thread(SharedTensors, source)

@@ -46,7 +46,7 @@ async def _begin(http: HttpTransport, url: str, timeout_s: float) -> bool:
     if status != 200 or not (isinstance(reply, dict) and reply.get("success")):
         raise EngineError(
             f"SGLang server {url}{BEGIN} failed (HTTP {status}): {error_text(reply)}; weights cannot be sent as "
-            "tensors; use engine.weight_sync: disk or restart the server"
+            "tensors; use engine.weight_transfer: disk or restart the server"
         )
     return True
 

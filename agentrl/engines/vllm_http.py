@@ -172,7 +172,7 @@ class VLLMEngine:
         return reply
 
     async def update_weights(self, source: Mapping[str, Any] | str | Path, version: int) -> None:
-        """Pause every server (``weight_update``: finish_old waits, abort cuts), reload from a directory (a
+        """Pause every server (``on_weight_update``: finish_old waits, abort cuts), reload from a directory (a
         state dict is written to ``engine.weights_dir`` first), set the version, resume."""
         path = (
             Path(source)
@@ -184,7 +184,7 @@ class VLLMEngine:
             await self.probe()
         gate = self._gate()
         gate.clear()
-        mode = "abort" if self.config.weight_update == "abort" else "wait"
+        mode = "abort" if self.config.on_weight_update == "abort" else "wait"
         try:
             try:  # resume even when a pause or a reload failed part-way (see abort)
                 await asyncio.gather(*(self._control(u, "/pause", {"mode": mode}) for u in self.urls))

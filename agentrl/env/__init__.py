@@ -15,6 +15,7 @@ from agentrl.env.base import (
     tool,
     user,
 )
+from agentrl.env.registry import make_env, register_env
 
 __all__ = [
     "EnvInfo",
@@ -24,6 +25,8 @@ __all__ = [
     "StepResult",
     "assistant",
     "hack_flags",
+    "make_env",
+    "register_env",
     "restore_env",
     "system",
     "tool",

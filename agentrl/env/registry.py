@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from agentrl.config.problems import Problem, problems_from_validation, raise_problems
 from agentrl.config.sections import EnvConfig
-from agentrl.env import MultiTurnEnv
+from agentrl.env.base import MultiTurnEnv
 from agentrl.errors import ConfigError, EnvNotFoundError, did_you_mean
 
 BUNDLED_MODULES = ("envs",)  # imported before any env.import_modules: a user's modules add to these

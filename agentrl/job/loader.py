@@ -62,7 +62,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 def apply_override(data: dict[str, Any], override: str, model: type[BaseModel] | None = RunConfig) -> Problem | None:
     """Apply one ``dotted.key=value`` override to ``data`` in place; returns a Problem instead of raising.
 
-    A plug-in given by name alone (``algorithm.loss: grpo``) is opened into ``{name: grpo}`` when an
+    A plug-in given by name alone (``algorithm.loss: grpo``) is opened into ``{kind: grpo}`` when an
     override sets one of its settings (``algorithm.loss.eps_low=0.1``).
     """
     key, sep, raw = override.partition("=")
@@ -78,7 +78,7 @@ def apply_override(data: dict[str, Any], override: str, model: type[BaseModel] |
     for depth, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if isinstance(child, str) and part in getattr(model, "plugin_fields", ()):
-            child = node[part] = {"name": child}
+            child = node[part] = {"kind": child}
         if not isinstance(child, dict):
             prefix = ".".join(parts[: depth + 1])
             return Problem(

@@ -17,7 +17,7 @@ from agentrl.config.base import StrictModel
 from agentrl.config.problems import Problem, ProblemsError
 from agentrl.config.sections import EnvConfig, EvalConfig, LoggingConfig, ModelConfig, RolloutConfig, TrainerConfig
 from agentrl.engines.config import EngineConfig
-from agentrl.engines.registry import default_engine_config, parse_engine_config
+from agentrl.engines.registry import default_engine_config, engine_takes_seed, parse_engine_config
 
 
 class CrossFieldError(ProblemsError):
@@ -30,6 +30,11 @@ class CrossFieldError(ProblemsError):
 class RunConfig(StrictModel):
     """A complete, validated run configuration (load it with ``agentrl.job.loader.load_config``)."""
 
+    seed: int = Field(
+        0,
+        description="The run's seed: trainer.seed, rollout.seed and engine.seed (for an engine that has one) default "
+        "to it; each can still be set on its own.",
+    )
     model: ModelConfig = Field(description="The policy model (a local Hugging Face directory).")
     engine: SerializeAsAny[EngineConfig] = Field(
         default_factory=default_engine_config,
@@ -190,6 +195,23 @@ class RunConfig(StrictModel):
                 )
             )
         return problems
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_take_the_run_seed(cls, data: Any) -> Any:
+        """Every section with a seed of its own and none set takes the run's ``seed``."""
+        if not isinstance(data, dict) or "seed" not in data:
+            return data
+        seeded = dict(data)
+        for section in ("trainer", "rollout"):
+            value = seeded.get(section, {})
+            if isinstance(value, dict) and "seed" not in value:
+                seeded[section] = {**value, "seed": data["seed"]}
+        engine = seeded.get("engine")
+        engine_data = {} if engine is None else engine
+        if isinstance(engine_data, dict) and "seed" not in engine_data and engine_takes_seed(engine_data):
+            seeded["engine"] = {**engine_data, "seed": data["seed"]}
+        return seeded
 
     @field_validator("engine", mode="before")
     @classmethod

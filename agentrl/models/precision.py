@@ -3,7 +3,7 @@
 On a CPU with AVX512-BF16 (or AMX) a bf16 matmul runs several times faster than an fp32 one (4.5x at 2048^3 on
 the 2-core AMD EPYC of the README's measurements); on a CPU without them torch emulates bf16, tens of times
 slower than fp32 (0.03x measured on an AVX2 EPYC). ``*_if_fast`` settings (``model.dtype: bfloat16_if_fast``,
-``trainer.precision: bf16_autocast_if_fast``) pick bf16 only where it is fast, so one config runs well on both.
+``trainer.precision: bfloat16_autocast_if_fast``) pick bf16 only where it is fast, so one config runs well on both.
 """
 
 from __future__ import annotations

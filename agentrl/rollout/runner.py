@@ -194,7 +194,7 @@ class EpisodeRunner:
             raise EngineError(
                 f"the engine aborted this episode's request {self.idle_aborts} times in a row without a token or a "
                 f"step boundary (last: {message!r}); find what aborts every request (an abort loop, "
-                "engine.weight_update: abort with constant weight updates) or restart the engine"
+                "engine.on_weight_update: abort with constant weight updates) or restart the engine"
             )
         if self.idle_aborts:
             await asyncio.sleep(min(ABORT_BACKOFF_S * 2 ** (self.idle_aborts - 1), 2.0))

@@ -20,8 +20,8 @@ def attention_mask_for(lm: torch.nn.Module, mask: torch.Tensor, dtype: torch.dty
     kind = MASK_KINDS.get(impl)
     if kind is None:
         raise ConfigError(
-            f"trainer.share_prefix needs an attention implementation that takes a custom 4D mask "
-            f"({sorted(MASK_KINDS)}), but the model uses {impl!r}; set trainer.share_prefix: false or load the "
+            f"trainer.pack_shared_prompts needs an attention implementation that takes a custom 4D mask "
+            f"({sorted(MASK_KINDS)}), but the model uses {impl!r}; set trainer.pack_shared_prompts: false or load the "
             "model with attn_implementation='sdpa'"
         )
     if kind == "bool":

@@ -37,10 +37,13 @@ class StepBoundaries:
     def decide(self, step: int, exhausted: bool) -> Boundary:
         """The decision after ``step`` (every rank must call this at every step: it is a collective)."""
         stop_wish = self.signals is not None and self.signals.requested is not None
-        time_due = self.cfg.save_every_s is not None and time.monotonic() - self._last_save >= self.cfg.save_every_s
+        time_due = (
+            self.cfg.checkpoint_every_s is not None
+            and time.monotonic() - self._last_save >= self.cfg.checkpoint_every_s
+        )
         stop, time_due = _any_rank([stop_wish, time_due], self.dist)
         last = step == self.cfg.steps or exhausted
-        save = stop or time_due or last or step % self.cfg.save_every == 0
+        save = stop or time_due or last or step % self.cfg.checkpoint_every_steps == 0
         if stop:
             self.stopped_at = step
         return Boundary(save=save, stop=stop)

@@ -62,9 +62,9 @@ def lag_metrics(rows: list[TrainRow], version: int | None) -> dict[str, float]:
 
 def autocast_bf16(precision: str, device_type: str) -> bool:
     """Whether the trainer's forward runs under bf16 autocast: ``trainer.precision`` on ``device_type``."""
-    if precision == "bf16_autocast_if_fast":
+    if precision == "bfloat16_autocast_if_fast":
         return has_fast_bf16(device_type)
-    return precision == "bf16_autocast" or (precision == "auto" and device_type == "cuda")
+    return precision == "bfloat16_autocast" or (precision == "auto" and device_type == "cuda")
 
 
 def _dummy_micro_batch() -> MicroBatch:
@@ -114,7 +114,7 @@ class PolicyUpdater:
         unsupplied = sorted(self.loss.inputs - {f.name for f in fields(MicroBatch)})
         if unsupplied:
             raise ConfigError(
-                f"loss {self.loss.name!r} needs inputs {unsupplied} that the synchronous trainer does not provide; "
+                f"loss {self.loss.kind!r} needs inputs {unsupplied} that the synchronous trainer does not provide; "
                 "choose another algorithm.loss"
             )
         self.device = next(policy.parameters()).device
@@ -142,8 +142,8 @@ class PolicyUpdater:
     def _micro_batches(self, rows: list[TrainRow]) -> list[MicroBatch]:
         if not rows:
             local = []
-        elif self.cfg.share_prefix:
-            local = pack_shared_prefix(rows, self.cfg.micro_batch_tokens, self.cfg.share_prefix_max_len)
+        elif self.cfg.pack_shared_prompts:
+            local = pack_shared_prefix(rows, self.cfg.micro_batch_tokens, self.cfg.pack_shared_prompts_max_len)
         else:
             local = pack_micro_batches(rows, self.cfg.micro_batch_tokens)
         total = max_over_ranks(len(local), self.dist)

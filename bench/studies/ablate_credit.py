@@ -43,9 +43,9 @@ from typing import Any
 # config sets. lam 0.5 as in configs/quickstart.yaml: lam <= 1 keeps a turn's shaping below the outcome.
 ARMS: dict[str, list[str]] = {
     "outcome": ["algorithm.loss=gspo_token", "algorithm.turn_advantage=outcome"],
-    "outcome_plus_turn": ["algorithm.loss=gspo_token", "algorithm.turn_advantage={name: outcome_plus_turn, lam: 0.5}"],
+    "outcome_plus_turn": ["algorithm.loss=gspo_token", "algorithm.turn_advantage={kind: outcome_plus_turn, lam: 0.5}"],
     "discounted_return": ["algorithm.loss=gspo_token", "algorithm.turn_advantage=discounted_return"],
-    "grpo": ["algorithm.loss={name: grpo, eps_low: 0.2, eps_high: 0.28}", "algorithm.turn_advantage=outcome"],
+    "grpo": ["algorithm.loss={kind: grpo, eps_low: 0.2, eps_high: 0.28}", "algorithm.turn_advantage=outcome"],
 }
 SPLITS = ("test_instances", "test_kinds")
 CREDIT_ARMS = ("outcome", "outcome_plus_turn", "discounted_return")
@@ -81,10 +81,7 @@ def train_command(args: argparse.Namespace, arm: str, seed: int, run_dir: Path) 
     return cmd + [
         *args.overrides,
         *ARMS[arm],
-        f"trainer.seed={seed}",
-        f"rollout.seed={seed}",
-        # the sampler too, as bench/studies/bench_learning.py does: the seeds are independent runs
-        f"engine.seed={seed}",
+        f"seed={seed}",  # the trainer, the task order and the sampler: the seeds are independent runs
         f"eval.every_steps={args.eval_every}",
         f"logging.run_root={args.out / 'runs'}",
         f"logging.run_name={run_name(arm, seed)}",

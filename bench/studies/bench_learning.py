@@ -85,7 +85,7 @@ VARIANTS: dict[str, list[str]] = {
 
 def seed_overrides(seed: int) -> list[str]:
     """What a seed changes: the trainer's RNG and eval seeds, the task order, the engine's sampler."""
-    return [f"trainer.seed={seed}", f"rollout.seed={seed}", f"engine.seed={seed}"]
+    return [f"seed={seed}"]
 
 
 def usable_variants(config: str, overrides: list[str], variants: dict[str, list[str]]) -> tuple[dict, dict]:

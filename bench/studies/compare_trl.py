@@ -273,8 +273,8 @@ def _single_turn_config(config: str, overrides: list[str]) -> Any:
             f"{config}: episodes have up to {turns} turns; this comparison is single-turn (set rollout.max_turns=1 or "
             "use configs/quickstart_single.yaml)"
         )
-    if cfg.algorithm.loss.name not in ("gspo", "gspo_token"):  # TRL's side is GSPO with the loss's clip range
-        raise SystemExit(f"{config}: algorithm.loss is {cfg.algorithm.loss.name!r}; set algorithm.loss=gspo_token")
+    if cfg.algorithm.loss.kind not in ("gspo", "gspo_token"):  # TRL's side is GSPO with the loss's clip range
+        raise SystemExit(f"{config}: algorithm.loss is {cfg.algorithm.loss.kind!r}; set algorithm.loss=gspo_token")
     return cfg
 
 

@@ -55,9 +55,9 @@ CORRECTIONS = [
 
 
 def _weight(correction: Any, ratio_: float) -> float:
-    if correction.name == "tis":
+    if correction.kind == "tis":
         return min(ratio_, correction.cap)
-    if correction.name == "mis":
+    if correction.kind == "mis":
         return ratio_ if correction.low <= ratio_ <= correction.high else 0.0
     return 1.0
 
@@ -127,7 +127,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("variant", "correction"), CASES, ids=[f"{v}-{c.name}-{c.level}" for v, c in CASES])
+@pytest.mark.parametrize(("variant", "correction"), CASES, ids=[f"{v}-{c.kind}-{c.level}" for v, c in CASES])
 @pytest.mark.parametrize("proximal", ["behaviour", "recompute", "interpolate"])
 def test_decoupled_loss_matches_float64_reference(variant: str, proximal: str, correction: Any) -> None:
     x = _tensors()
@@ -249,13 +249,13 @@ def test_algorithm_config_checks_and_defaults() -> None:
     assert AlgorithmConfig().off_policy == OffPolicy()
     assert not AlgorithmConfig().off_policy.decoupled
     assert AlgorithmConfig(old_logprobs="recompute").off_policy.proximal == "recompute"
-    cfg = AlgorithmConfig(proximal="interpolate", is_correction={"name": "mis", "low": 0.8, "high": 1.25})
+    cfg = AlgorithmConfig(proximal="interpolate", is_correction={"kind": "mis", "low": 0.8, "high": 1.25})
     assert cfg.off_policy.decoupled and cfg.problems() == []
     keys = [p.key for p in AlgorithmConfig(is_correction="tis").problems()]
     assert keys == ["algorithm.is_correction"]  # a weight of exactly 1: a no-op the user did not mean
     keys = [p.key for p in AlgorithmConfig(old_logprobs="recompute", proximal="interpolate").problems()]
     assert keys == ["algorithm.proximal"]
-    bad = AlgorithmConfig(loss="gspo", proximal="recompute", is_correction={"name": "tis", "level": "token"})
+    bad = AlgorithmConfig(loss="gspo", proximal="recompute", is_correction={"kind": "tis", "level": "token"})
     assert [p.key for p in bad.problems()] == ["algorithm.is_correction.level"]
     with pytest.raises(ValueError, match="cap"):
-        AlgorithmConfig(is_correction={"name": "tis", "cap": 0.5})
+        AlgorithmConfig(is_correction={"kind": "tis", "cap": 0.5})

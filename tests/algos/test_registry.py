@@ -31,7 +31,7 @@ from agentrl.errors import ConfigError
 class StaleAwareReinforce(PolicyLoss):
     """REINFORCE on the sequence-mean logprob that reads per-token policy versions (a test loss)."""
 
-    name: Literal["stale_reinforce"] = "stale_reinforce"
+    kind: Literal["stale_reinforce"] = "stale_reinforce"
     inputs: ClassVar[frozenset[str]] = frozenset({"versions"})
     metrics: ClassVar[dict[str, Metric]] = {"n_tokens": summed(), "row_logp_max": maximum()}
 
@@ -50,7 +50,7 @@ def scratch_registries(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bundled_names_come_from_the_registries() -> None:
     assert LOSSES.names() == ["grpo", "gspo", "gspo_token"]
     assert SCHEMES.names() == ["discounted_return", "outcome", "outcome_plus_turn"]
-    assert type(AlgorithmConfig().loss).__name__ == "GSPOToken" and AlgorithmConfig().turn_advantage.name == "outcome"
+    assert type(AlgorithmConfig().loss).__name__ == "GSPOToken" and AlgorithmConfig().turn_advantage.kind == "outcome"
 
 
 def test_each_loss_owns_its_settings_and_defaults() -> None:
@@ -66,7 +66,7 @@ def test_registration_checks_names_inputs_and_metrics(scratch_registries: None) 
     class Clash(StaleAwareReinforce):
         """Another class under a taken name."""
 
-        name: Literal["gspo"] = "gspo"
+        kind: Literal["gspo"] = "gspo"
 
     with pytest.raises(ConfigError, match="'gspo' is already registered"):
         register_loss(Clash)
@@ -74,7 +74,7 @@ def test_registration_checks_names_inputs_and_metrics(scratch_registries: None) 
     class WantsProximal(StaleAwareReinforce):
         """Declares an input the batch does not carry."""
 
-        name: Literal["wants_proximal"] = "wants_proximal"
+        kind: Literal["wants_proximal"] = "wants_proximal"
         inputs: ClassVar[frozenset[str]] = frozenset({"proximal_logp"})
 
     with pytest.raises(ConfigError, match=r"inputs \['proximal_logp'\], which LossBatch does not carry"):
@@ -83,7 +83,7 @@ def test_registration_checks_names_inputs_and_metrics(scratch_registries: None) 
     class BadRatio(StaleAwareReinforce):
         """A ratio over a statistic it does not sum."""
 
-        name: Literal["bad_ratio"] = "bad_ratio"
+        kind: Literal["bad_ratio"] = "bad_ratio"
         metrics: ClassVar[dict[str, Metric]] = {"frac": ratio("n_old_tokens", "n_tokens")}
 
     with pytest.raises(ConfigError, match="needs sum statistics"):

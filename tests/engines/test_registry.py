@@ -145,7 +145,7 @@ def test_each_backend_names_its_weight_transport(tmp_path: Path) -> None:
     assert sglang.model_copy(update={"weights_dir": "/shared/w"}).weight_transport(tmp_path) == DiskTransport(
         Path("/shared/w")
     )
-    assert sglang.model_copy(update={"weight_sync": "tensor"}).weight_transport(tmp_path) == StateDictTransport()
+    assert sglang.model_copy(update={"weight_transfer": "tensor"}).weight_transport(tmp_path) == StateDictTransport()
 
 
 def test_embedded_preflight_checks_without_loading(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_abort_mode_returns_partial_output_of_old_version(
     tiny_model_dir: Path, perturbed: tuple[torch.nn.Module, Path]
 ) -> None:
     model, _ = perturbed
-    engine = build_embedded(tiny_model_dir, weight_update="abort")
+    engine = build_embedded(tiny_model_dir, on_weight_update="abort")
 
     async def body() -> tuple[GenerateResult, GenerateResult]:
         running = asyncio.ensure_future(engine.generate(PROMPT, SamplingParams(max_new_tokens=2000, ignore_eos=True)))
@@ -155,7 +155,7 @@ def test_sglang_client_sends_tensors_when_colocated(
     inner = build_embedded(tiny_model_dir)
     try:
         with ServedEngine(inner) as served:
-            client = SGLangEngine(SGLangEngineConfig(urls=[served.url], weight_sync="tensor"))
+            client = SGLangEngine(SGLangEngineConfig(urls=[served.url], weight_transfer="tensor"))
 
             async def body() -> GenerateResult:
                 await client.update_weights(model.state_dict(), version=7)
@@ -177,7 +177,7 @@ def test_tensor_updates_need_a_weight_update_session_as_in_sglang(
     inner = build_embedded(tiny_model_dir)
     try:
         with ServedEngine(inner) as served:
-            client = SGLangEngine(SGLangEngineConfig(urls=[served.url], weight_sync="tensor"))
+            client = SGLangEngine(SGLangEngineConfig(urls=[served.url], weight_transfer="tensor"))
 
             async def body() -> tuple[Any, ...]:
                 http = client.http

@@ -43,7 +43,7 @@ def _config(tmp_path: Path, model_dir: Path, env_kwargs: dict, rollout: dict, na
         "env": {"id": "agentrl/AgentGateway-v0", "kwargs": env_kwargs},
         "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 48, "max_episode_tokens": 900, **rollout},
         "algorithm": {"loss": "gspo_token"},
-        "trainer": {"steps": 2, "lr": 1e-3, "mini_batches": 1, "save_every": 2},
+        "trainer": {"steps": 2, "lr": 1e-3, "mini_batches": 1, "checkpoint_every_steps": 2},
         "logging": {"run_root": str(tmp_path / "runs"), "run_name": name, "wandb_mode": "disabled", "progress": False},
     }
     path = tmp_path / f"{name}.json"  # JSON is YAML
@@ -58,7 +58,9 @@ def test_train_two_steps_through_the_gateway(tiny_model_dir: Path, tmp_path: Pat
     tasks = [{"task_id": f"p{i}", "question": f"Say something about {i}."} for i in range(6)]
     env = {"agent": "gateway_agents:parity_agent", "tasks": tasks}
     config = _config(tmp_path, tiny_model_dir, env, {"partial_rollout": False, "group_size": 4}, "train")
-    config.write_text(config.read_text().replace('"save_every": 2', '"save_every": 2, "deterministic": true'))
+    config.write_text(
+        config.read_text().replace('"checkpoint_every_steps": 2', '"checkpoint_every_steps": 2, "deterministic": true')
+    )
     run_dir = train(load_config(config), config_name="train")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2] and all(r["train/trained_tokens"] > 0 for r in records)

@@ -66,7 +66,7 @@ def run_config(tmp_path: Path, model_dir: Path, env: dict[str, Any], **sections:
             "max_episode_tokens": 900,
         },
         "algorithm": {"loss": "gspo_token"},
-        "trainer": {"steps": 2, "lr": 1e-3, "mini_batches": 1, "save_every": 2},
+        "trainer": {"steps": 2, "lr": 1e-3, "mini_batches": 1, "checkpoint_every_steps": 2},
         "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
     }
     for name, values in sections.items():

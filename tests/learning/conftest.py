@@ -35,7 +35,7 @@ def tiny_job(tmp_path: Path, tiny_model_dir: Path) -> Path:
             "stop": ["\n```\n"],
         },
         "algorithm": {"loss": "gspo_token"},
-        "trainer": {"steps": 1, "lr": 1e-4, "mini_batches": 1, "micro_batch_tokens": 2048, "save_every": 1},
+        "trainer": {"steps": 1, "lr": 1e-4, "mini_batches": 1, "micro_batch_tokens": 2048, "checkpoint_every_steps": 1},
         "eval": {"splits": ["test_instances"], "samples": 2, "temperature": 1.0, "max_tasks": 2, "concurrency": 4},
         "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
     }

@@ -28,7 +28,7 @@ def test_bench_learning_runs_resumes_and_plots(tiny_job: Path, tmp_path: Path) -
     assert set(report["summary"]) == {"exact_sync", "all_start"}
     assert "mode_of_the_future" in report["skipped"]["future"]  # named with the config's own error
     run = read_json(out / "runs" / "all_start-s3.json")
-    assert "rollout.batch_order=start" in run["overrides"] and "engine.seed=3" in run["overrides"]
+    assert "rollout.batch_order=start" in run["overrides"] and "seed=3" in run["overrides"]
     assert run["trained"] and all(row["tokens"] > 0 for row in run["trained"])
     assert set(run["after"]) == set(run["before"]) == {"test_instances"}
     cell = report["summary"]["all_start"]["heldout_pass@1"]["test_instances"]

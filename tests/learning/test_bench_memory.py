@@ -23,7 +23,7 @@ def test_step_options_side_by_side() -> None:
     for option in (base, ckpt, shared):
         assert option["peak_gb"] >= option["state_gb"] > option["model_gb"] > 0.1 and option["update_s"] > 0
     # groups of 4 rows share their 32 prompt tokens: forwarded once, 3 x 31 fewer tokens per group
-    assert shared["share_prefix"] is True and shared["forward_tokens"] == base["forward_tokens"] - 3 * 31
+    assert shared["pack_shared_prompts"] is True and shared["forward_tokens"] == base["forward_tokens"] - 3 * 31
     masked = report["options"]["checkpointing_shared_mask"]  # the same packed rows, SDPA over the whole mask
     assert masked["packed_attention"] == "mask" and masked["forward_tokens"] == shared["forward_tokens"]
     kept = report["options"]["shared_keep_1536"]  # micro-batches far below 1536 tokens: no layer recomputes

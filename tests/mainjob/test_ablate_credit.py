@@ -30,7 +30,7 @@ def test_every_arm_is_a_valid_variant_of_the_main_job() -> None:
     }
     for arm, overrides in ARMS.items():
         algo = load_config(ROOT / "configs" / "quickstart.yaml", overrides).algorithm
-        assert (algo.loss.name, algo.turn_advantage.name) == expected[arm], arm
+        assert (algo.loss.kind, algo.turn_advantage.kind) == expected[arm], arm
     grpo = load_config(ROOT / "configs" / "quickstart.yaml", ARMS["grpo"]).algorithm.loss
     assert (grpo.eps_low, grpo.eps_high) == (0.2, 0.28)
     lam = load_config(ROOT / "configs" / "quickstart.yaml", ARMS["outcome_plus_turn"]).algorithm.turn_advantage.lam
@@ -89,7 +89,13 @@ def _tiny_agent_config(tmp_path: Path, model_dir: Path) -> Path:
             },
         },
         "rollout": {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 8, "max_episode_tokens": 900},
-        "trainer": {"steps": 2, "lr": 1e-3, "mini_batches": 1, "save_every": 1, "gradient_checkpointing": False},
+        "trainer": {
+            "steps": 2,
+            "lr": 1e-3,
+            "mini_batches": 1,
+            "checkpoint_every_steps": 1,
+            "gradient_checkpointing": False,
+        },
         "eval": {"splits": ["test_kinds", "test_instances"], "samples": 1, "max_tasks": 1},
         "logging": {"wandb_mode": "disabled", "progress": False},
     }

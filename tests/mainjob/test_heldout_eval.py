@@ -32,7 +32,13 @@ def _config(tmp_path: Path, model_dir: Path, eval_section: dict[str, Any]) -> Pa
             "stop": ["\n```\n"],
         },
         "algorithm": {"loss": "gspo_token"},
-        "trainer": {"steps": 1, "lr": 1e-3, "mini_batches": 1, "save_every": 1, "gradient_checkpointing": False},
+        "trainer": {
+            "steps": 1,
+            "lr": 1e-3,
+            "mini_batches": 1,
+            "checkpoint_every_steps": 1,
+            "gradient_checkpointing": False,
+        },
         "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
         "eval": eval_section,
     }
@@ -44,7 +50,7 @@ def _config(tmp_path: Path, model_dir: Path, eval_section: dict[str, Any]) -> Pa
 def test_quickstart_config_evaluates_held_out_kinds_and_instances() -> None:
     cfg = load_config(ROOT / "configs" / "quickstart.yaml", [])
     assert cfg.eval.splits == ["test_kinds", "test_instances"]
-    assert cfg.algorithm.loss.name == "gspo_token" and cfg.algorithm.old_logprobs == "engine"
+    assert cfg.algorithm.loss.kind == "gspo_token" and cfg.algorithm.old_logprobs == "engine"
     assert cfg.rollout.partial_rollout
     assert "```\n" not in cfg.rollout.stop  # it would also stop at an untagged opening fence
 
@@ -57,7 +63,7 @@ def test_quickstart_trains_the_multi_turn_agent_with_per_turn_credit() -> None:
     assert cfg.env.id == "agentrl/CodeAgent-v0"
     env = CodeAgentConfig.model_validate(cfg.env.kwargs)
     assert env.max_turns == 3 and cfg.rollout.max_new_tokens == 160
-    assert cfg.algorithm.turn_advantage.name == "outcome_plus_turn" and cfg.algorithm.turn_advantage.lam <= 1.0
+    assert cfg.algorithm.turn_advantage.kind == "outcome_plus_turn" and cfg.algorithm.turn_advantage.lam <= 1.0
     assert cfg.rollout.prompts_per_step >= 6 and cfg.rollout.group_size >= 4  # ~10 % success needs >= 24 episodes
     # every held-out task, greedy: tasks set the noise, and a deterministic evaluation has no sampling noise
     assert cfg.eval.max_tasks is None and cfg.eval.temperature == 0.0 and cfg.eval.samples == 1

@@ -272,7 +272,7 @@ def test_weight_sync_disk_then_tensor_with_versions(server: LiveServer, llama_di
     opened SGLang's weight-update session."""
     disk_model, tensor_model = _perturbed(llama_dir, 0.05, 1), _perturbed(llama_dir, 0.05, 2)
     greedy = SamplingParams(max_new_tokens=10, temperature=1.0, ignore_eos=True)
-    disk, tensor = _client(server.url, tmp_path), _client(server.url, tmp_path, weight_sync="tensor")
+    disk, tensor = _client(server.url, tmp_path), _client(server.url, tmp_path, weight_transfer="tensor")
 
     async def body() -> list[Any]:
         await disk.update_weights(disk_model.state_dict(), version=5)

@@ -23,7 +23,9 @@ def main(out: str) -> None:
     dist = init_distributed()
     decisions = []
     with StopSignals() as signals, signals.graceful():
-        boundaries = StepBoundaries(TrainerConfig(steps=5, save_every=100, save_every_s=None), dist, signals)
+        boundaries = StepBoundaries(
+            TrainerConfig(steps=5, checkpoint_every_steps=100, checkpoint_every_s=None), dist, signals
+        )
         for step in range(1, 6):
             if step == 2 and dist.rank == 1:
                 os.kill(os.getpid(), signal.SIGTERM)

@@ -58,9 +58,9 @@ def _update_and_dump(model_dir: str, out_path: str, dist: DistInfo, objective: s
     policy = PolicyLogprobs(lm, chunk_tokens=16)
     if dist.enabled:
         shard_policy(policy, decoder_layers_of(lm))
-    loss = {"name": "gspo_token", "eps_low": 0.2, "eps_high": 0.28}
+    loss = {"kind": "gspo_token", "eps_low": 0.2, "eps_high": 0.28}
     if objective == "decoupled":  # as configs/quickstart.yaml; the smallest token budget: about a row per micro-batch
-        algo = AlgorithmConfig(loss=loss, proximal="recompute_stale", is_correction={"name": "tis", "cap": 2.0})
+        algo = AlgorithmConfig(loss=loss, proximal="recompute_stale", is_correction={"kind": "tis", "cap": 2.0})
         trainer = TrainerConfig(lr=1e-3, mini_batches=1, micro_batch_tokens=64)
     else:
         algo = AlgorithmConfig(loss=loss)

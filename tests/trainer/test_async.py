@@ -34,7 +34,7 @@ def _config(tmp_path: Path, model_dir: Path, **rollout: Any) -> Path:
             "steps": 3,
             "lr": 1e-2,
             "mini_batches": 2,
-            "save_every": 1,
+            "checkpoint_every_steps": 1,
             "deterministic": True,
             "threads": 1,
             "keep_checkpoints": 5,
@@ -92,7 +92,12 @@ def test_async_partials_respect_the_staleness_bound(tiny_model_dir: Path, tmp_pa
     from agentrl.trainer.loop import train
 
     path = _config(tmp_path, tiny_model_dir, partial_rollout=True, over_sample=2.0, max_new_tokens=24, max_staleness=1)
-    overrides = ["logging.run_name=bound", "trainer.mode=async", "trainer.steps=5", "trainer.save_every=100"]
+    overrides = [
+        "logging.run_name=bound",
+        "trainer.mode=async",
+        "trainer.steps=5",
+        "trainer.checkpoint_every_steps=100",
+    ]
     records = _records(train(load_config(path, overrides), config_name="run"))
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5]
     assert max(r["train/token_lag_max"] for r in records) <= 1.0  # nothing older than max_staleness is trained
@@ -283,7 +288,7 @@ def test_async_with_recompute_stale_forwards_exactly_the_rows_sampled_by_older_w
         "trainer.mode=async",
         "algorithm.old_logprobs=engine",
         "algorithm.proximal=recompute_stale",
-        "algorithm.is_correction={name: tis, cap: 2.0}",
+        "algorithm.is_correction={kind: tis, cap: 2.0}",
     ]
     records = _records(train(load_config(path, overrides), config_name="run"))
     assert [r["step"] for r in records] == [1, 2, 3]

@@ -87,7 +87,13 @@ def test_training_logs_the_audit_every_k_steps(tiny_model_dir: Path, tmp_path: P
             "max_episode_tokens": 256,
         },
         "algorithm": {"audit_every": 2},
-        "trainer": {"steps": 3, "lr": 1e-2, "mini_batches": 1, "save_every": 3, "gradient_checkpointing": False},
+        "trainer": {
+            "steps": 3,
+            "lr": 1e-2,
+            "mini_batches": 1,
+            "checkpoint_every_steps": 3,
+            "gradient_checkpointing": False,
+        },
         "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
     }
     path = tmp_path / "run.yaml"

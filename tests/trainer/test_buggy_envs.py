@@ -52,7 +52,7 @@ def _config(tmp_path: Path, model_dir: Path, env_class: str, **trainer: Any) -> 
             "max_new_tokens": 4,
             "max_episode_tokens": 128,
         },
-        "trainer": {"steps": 2, "mini_batches": 1, "save_every": 1, **trainer},
+        "trainer": {"steps": 2, "mini_batches": 1, "checkpoint_every_steps": 1, **trainer},
         "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
     }
     path = tmp_path / f"{env_class}.yaml"

@@ -56,10 +56,14 @@ def test_outside_the_step_loop_a_signal_aborts_at_once() -> None:
 
 def test_boundaries_checkpoint_by_step_time_end_and_stop() -> None:
     with StopSignals() as signals:
-        steps = StepBoundaries(TrainerConfig(steps=10, save_every=4, save_every_s=None), DistInfo(), signals)
+        steps = StepBoundaries(
+            TrainerConfig(steps=10, checkpoint_every_steps=4, checkpoint_every_s=None), DistInfo(), signals
+        )
         assert [steps.decide(s, exhausted=False).save for s in range(1, 11)] == [s in (4, 8, 10) for s in range(1, 11)]
         assert steps.decide(3, exhausted=True).save  # the dataset ran out: the last boundary
-        timed = StepBoundaries(TrainerConfig(steps=10, save_every=100, save_every_s=0.2), DistInfo(), signals)
+        timed = StepBoundaries(
+            TrainerConfig(steps=10, checkpoint_every_steps=100, checkpoint_every_s=0.2), DistInfo(), signals
+        )
         assert not timed.decide(1, exhausted=False).save
         time.sleep(0.25)
         assert timed.decide(2, exhausted=False).save

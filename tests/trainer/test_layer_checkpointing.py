@@ -47,7 +47,7 @@ def test_flags_follow_each_micro_batch(tiny_lm: torch.nn.Module) -> None:
 def _updater(lm: torch.nn.Module, **trainer: object) -> PolicyUpdater:
     return PolicyUpdater(
         PolicyLogprobs(lm, chunk_tokens=32),
-        AlgorithmConfig(loss={"name": "gspo_token"}),
+        AlgorithmConfig(loss={"kind": "gspo_token"}),
         TrainerConfig(lr=1e-3, mini_batches=1, **trainer),  # type: ignore[arg-type]
         temperature=1.0,
         total_steps=2,

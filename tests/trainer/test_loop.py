@@ -36,7 +36,7 @@ def _write_config(tmp_path: Path, model_dir: Path, **sections: dict[str, Any]) -
             "max_episode_tokens": 256,
         },
         "algorithm": {"loss": "gspo_token"},
-        "trainer": {"steps": 5, "lr": 1e-2, "mini_batches": 2, "save_every": 2, "deterministic": True},
+        "trainer": {"steps": 5, "lr": 1e-2, "mini_batches": 2, "checkpoint_every_steps": 2, "deterministic": True},
         "logging": {"run_root": str(tmp_path / "runs"), "wandb_mode": "disabled", "progress": False},
     }
     for name, values in sections.items():
@@ -58,7 +58,7 @@ def test_reward_rises_on_magic_word(tiny_model_dir: Path, tmp_path: Path) -> Non
         tmp_path,
         tiny_model_dir,
         rollout={"group_size": 8},
-        trainer={"steps": 16, "lr": 2e-2, "mini_batches": 1, "save_every": 100},
+        trainer={"steps": 16, "lr": 2e-2, "mini_batches": 1, "checkpoint_every_steps": 100},
     )
     run_dir = train(load_config(cfg_path, ["logging.run_name=learn"]), config_name="run")
     rewards = [r["episode/reward_mean"] for r in _records(run_dir)]

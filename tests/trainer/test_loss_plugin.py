@@ -21,7 +21,7 @@ from agentrl.trainer.update import PolicyUpdater
 class StaleAwareReinforce(PolicyLoss):
     """REINFORCE on the sequence-mean logprob that also counts tokens sampled by older policies (a test loss)."""
 
-    name: Literal["stale_reinforce"] = "stale_reinforce"
+    kind: Literal["stale_reinforce"] = "stale_reinforce"
     current_version: int = Field(1, description="The policy version being trained.")
     inputs: ClassVar[frozenset[str]] = frozenset({"versions"})
     metrics: ClassVar[dict[str, Metric]] = {
@@ -54,7 +54,7 @@ def test_a_registered_loss_is_selected_by_name_and_its_inputs_and_metrics_reach_
     scratch_losses: None, tiny_lm: torch.nn.Module
 ) -> None:
     register_loss(StaleAwareReinforce)
-    algo = AlgorithmConfig(loss={"name": "stale_reinforce", "current_version": 1})
+    algo = AlgorithmConfig(loss={"kind": "stale_reinforce", "current_version": 1})
     assert isinstance(algo.loss, StaleAwareReinforce) and algo.model_dump()["loss"]["current_version"] == 1
     groups = make_groups(tiny_lm, [[1.0, 0.0], [0.0, 1.0]], version=0)
     groups[1][0] = make_groups(tiny_lm, [[0.0]], version=1)[0][0].model_copy(update={"group_id": "g1"})

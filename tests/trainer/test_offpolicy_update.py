@@ -33,7 +33,7 @@ def test_lag_zero_decoupled_update_equals_the_synchronous_update(tiny_lm: torch.
     groups = make_groups(tiny_lm, REWARDS, turns=2, version=4)
     sync_lm = copy.deepcopy(tiny_lm)
     sync = _updater(sync_lm, AlgorithmConfig()).update(build_rows(groups, 4, AlgorithmConfig(), 4), version=4)
-    algo = AlgorithmConfig(proximal="interpolate", is_correction={"name": "tis", "cap": 1.5})
+    algo = AlgorithmConfig(proximal="interpolate", is_correction={"kind": "tis", "cap": 1.5})
     dec = _updater(tiny_lm, algo).update(build_rows(groups, 4, algo, 4), version=4)
     assert dec["train/loss"] == sync["train/loss"]
     for (name, a), b in zip(tiny_lm.state_dict().items(), sync_lm.state_dict().values()):
@@ -47,7 +47,7 @@ def test_stale_tokens_report_their_lag_and_keep_the_behaviour_logprobs(tiny_lm: 
     for ep in (e for g in groups for e in g):  # the engine that sampled them was a bit off the trainer
         seg = ep.segments[0]
         seg.logprobs = [lp - 0.05 if m else 0.0 for lp, m in zip(seg.logprobs, seg.loss_mask)]
-    algo = AlgorithmConfig(proximal="recompute", is_correction={"name": "mis", "low": 0.97, "high": 1.03})
+    algo = AlgorithmConfig(proximal="recompute", is_correction={"kind": "mis", "low": 0.97, "high": 1.03})
     rows = build_rows(groups, 4, algo, 3)
     engine = [list(r.logp_old) for r in rows]
     metrics = _updater(tiny_lm, algo).update(rows, version=3)
@@ -74,8 +74,8 @@ def test_recompute_stale_forwards_only_stale_trainable_rows_and_updates_as_recom
     tiny_lm: torch.nn.Module,
 ) -> None:
     every_lm = copy.deepcopy(tiny_lm)
-    every = AlgorithmConfig(proximal="recompute", is_correction={"name": "tis", "cap": 2.0})
-    stale_only = AlgorithmConfig(proximal="recompute_stale", is_correction={"name": "tis", "cap": 2.0})
+    every = AlgorithmConfig(proximal="recompute", is_correction={"kind": "tis", "cap": 2.0})
+    stale_only = AlgorithmConfig(proximal="recompute_stale", is_correction={"kind": "tis", "cap": 2.0})
     m_every = _updater(every_lm, every).update(_mixed_lag_rows(every_lm, every), version=3)
     rows = _mixed_lag_rows(tiny_lm, stale_only)
     engine = [list(r.logp_old) for r in rows]
@@ -98,14 +98,14 @@ def test_recompute_stale_forwards_only_stale_trainable_rows_and_updates_as_recom
 
 @pytest.mark.parametrize(
     ("engine_matches_fp32", "precision", "recomputed"),
-    [(True, "fp32", 3.0), (False, "fp32", 7.0), (True, "bf16_autocast", 7.0)],
+    [(True, "float32", 3.0), (False, "float32", 7.0), (True, "bfloat16_autocast", 7.0)],
 )
 def test_recompute_stale_recomputes_fresh_rows_too_when_engine_and_trainer_numerics_differ(
     tiny_lm: torch.nn.Module, engine_matches_fp32: bool, precision: str, recomputed: float
 ) -> None:
     """A fresh row's engine logprobs are its proximal only when they are the trainer's own numbers: a bf16
     engine, or a trainer under bf16 autocast, starts its ratio off 1 by the mismatch (outside GSPO's band)."""
-    algo = AlgorithmConfig(proximal="recompute_stale", is_correction={"name": "tis", "cap": 2.0})
+    algo = AlgorithmConfig(proximal="recompute_stale", is_correction={"kind": "tis", "cap": 2.0})
     updater = PolicyUpdater(
         PolicyLogprobs(tiny_lm, chunk_tokens=32),
         algo,
@@ -131,7 +131,7 @@ def test_mini_batch_zero_takes_its_proximal_from_its_own_forward_with_the_recomp
     recompute pass would give: the fused update applies the gradients of one whose proximal was recomputed apart,
     and only rows of later mini-batches are forwarded twice."""
     apart_lm = copy.deepcopy(tiny_lm)
-    algo = AlgorithmConfig(proximal="recompute", is_correction={"name": "tis", "cap": 2.0})
+    algo = AlgorithmConfig(proximal="recompute", is_correction={"kind": "tis", "cap": 2.0})
     fused = _one_mini_batch(tiny_lm, algo)
     rows = _mixed_lag_rows(tiny_lm, algo)
     engine = [list(r.logp_old) for r in rows]
@@ -156,7 +156,7 @@ def test_mini_batch_zero_takes_its_proximal_from_its_own_forward_with_the_recomp
 
 
 def test_only_later_mini_batches_pay_a_proximal_forward(tiny_lm: torch.nn.Module) -> None:
-    algo = AlgorithmConfig(proximal="recompute", is_correction={"name": "tis", "cap": 2.0})
+    algo = AlgorithmConfig(proximal="recompute", is_correction={"kind": "tis", "cap": 2.0})
     rows = _mixed_lag_rows(tiny_lm, algo)
     metrics = _updater(tiny_lm, algo).update(rows, version=3)  # mini_batches=2
     second = split_mini_batches(rows, 2)[1]

@@ -137,9 +137,11 @@ def test_engine_without_logprobs_is_a_config_error(bad: str) -> None:
     )
 
 
-@pytest.mark.parametrize("weight_sync", ["tensor", "disk"])
-def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tmp_path: Path, weight_sync: str) -> None:
-    """engine.weight_sync decides the route: the served engine's logprobs are the trainer's after sync."""
+@pytest.mark.parametrize("weight_transfer", ["tensor", "disk"])
+def test_trainer_syncs_sglang_servers_by_tensor_or_disk(
+    tiny_model_dir: Path, tmp_path: Path, weight_transfer: str
+) -> None:
+    """engine.weight_transfer decides the route: the served engine's logprobs are the trainer's after sync."""
     import sys
 
     from transformers import AutoModelForCausalLM
@@ -156,7 +158,7 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
             "engine": {
                 "kind": "sglang",
                 "urls": ["http://127.0.0.1:1"],
-                "weight_sync": weight_sync,
+                "weight_transfer": weight_transfer,
                 "weights_dir": str(tmp_path),
             },
             "env": {"id": "agentrl/MagicWord-v0"},
@@ -164,7 +166,7 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
         check_env=False,
     )
     transport = cfg.engine.weight_transport(tmp_path / "run")
-    expected = {"tensor": StateDictTransport(), "disk": DiskTransport(tmp_path)}[weight_sync]
+    expected = {"tensor": StateDictTransport(), "disk": DiskTransport(tmp_path)}[weight_transfer]
     assert transport == expected  # weights_dir, not the run directory, when it is set
     inner = build_embedded(tiny_model_dir)
     lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
@@ -187,4 +189,4 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
         asyncio.run(scenario(served.url))
     asyncio.run(inner.close())
     assert inner.weight_version == 2
-    assert any(tmp_path.glob("v*/model.safetensors")) == (weight_sync == "disk")
+    assert any(tmp_path.glob("v*/model.safetensors")) == (weight_transfer == "disk")

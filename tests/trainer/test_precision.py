@@ -53,7 +53,7 @@ class _RecordingLoss:
 
 def test_precision_resolves_per_device() -> None:
     assert autocast_bf16("auto", "cuda") and not autocast_bf16("auto", "cpu")
-    assert autocast_bf16("bf16_autocast", "cpu") and not autocast_bf16("fp32", "cuda")
+    assert autocast_bf16("bfloat16_autocast", "cpu") and not autocast_bf16("float32", "cuda")
     assert TrainerConfig().precision == "auto"  # the CPU default stays float32
 
 
@@ -70,7 +70,7 @@ def test_if_fast_choices_follow_the_cpus_bf16_units() -> None:
         pytest.skip("no /proc/cpuinfo flags to compare with")
     fast = bool({"avx512_bf16", "amx_bf16"} & flags)
     assert has_fast_bf16("cpu") == fast
-    assert autocast_bf16("bf16_autocast_if_fast", "cpu") == fast
+    assert autocast_bf16("bfloat16_autocast_if_fast", "cpu") == fast
     assert resolve_dtype("bfloat16_if_fast", "cpu") == (torch.bfloat16 if fast else torch.float32)
     engine = EmbeddedEngineConfig()
     assert engine.samples_like_an_fp32_trainer(ModelConfig(path="m", dtype="bfloat16_if_fast")) == (not fast)
@@ -116,7 +116,7 @@ def test_head_backward_runs_in_autocasts_dtype(with_bias: bool) -> None:
 
 def test_bf16_autocast_update_keeps_fp32_master_weights_and_a_fp32_loss(tiny_lm: torch.nn.Module) -> None:
     before = {n: p.detach().clone() for n, p in tiny_lm.named_parameters()}
-    updater = _updater(tiny_lm, "bf16_autocast")
+    updater = _updater(tiny_lm, "bfloat16_autocast")
     spy = _RecordingLoss(updater.loss)
     updater.loss = spy  # type: ignore[assignment]
     rows = build_rows(make_groups(tiny_lm, [[1.0, 0.0], [0.0, 1.0]], turns=2), 2, AlgorithmConfig(), 0)
@@ -132,5 +132,5 @@ def test_bf16_autocast_update_keeps_fp32_master_weights_and_a_fp32_loss(tiny_lm:
 
 def test_fp32_precision_has_no_mismatch(tiny_lm: torch.nn.Module) -> None:
     rows = build_rows(make_groups(tiny_lm, [[1.0, 0.0], [0.0, 1.0]], turns=2), 2, AlgorithmConfig(), 0)
-    metrics = _updater(tiny_lm, "fp32").update(rows, audit=True)
+    metrics = _updater(tiny_lm, "float32").update(rows, audit=True)
     assert metrics["audit/abs_max"] <= FP32_MAX_ABS_LOGP

@@ -167,7 +167,7 @@ def test_dry_run_bounds_its_probe_turn_of_an_env_whose_step_blocks(
     [
         ((), "float32", "float32", False),
         (("model.dtype=bfloat16",), "bfloat16", "float32", True),
-        (("trainer.precision=bf16_autocast",), "float32", "bf16 autocast", True),
+        (("trainer.precision=bfloat16_autocast",), "float32", "bf16 autocast", True),
     ],
 )
 def test_the_dry_run_says_what_precision_resolves_to_and_what_it_costs(

@@ -118,8 +118,8 @@ def test_a_wrong_mask_would_show(tiny_lm: torch.nn.Module) -> None:
 
 
 def _update(lm: torch.nn.Module, rows: list[TrainRow], shared: bool) -> dict[str, float]:
-    cfg = TrainerConfig(lr=1e-3, mini_batches=2, micro_batch_tokens=256, share_prefix=shared)
-    algo = AlgorithmConfig(loss={"name": "gspo_token", "eps_low": 0.2, "eps_high": 0.28})
+    cfg = TrainerConfig(lr=1e-3, mini_batches=2, micro_batch_tokens=256, pack_shared_prompts=shared)
+    algo = AlgorithmConfig(loss={"kind": "gspo_token", "eps_low": 0.2, "eps_high": 0.28})
     updater = PolicyUpdater(PolicyLogprobs(lm, chunk_tokens=32), algo, cfg, temperature=1.0, total_steps=5)
     return updater.update(copy.deepcopy(rows), version=0)
 
@@ -140,5 +140,5 @@ def test_the_update_is_the_same_with_and_without_sharing(tiny_lm: torch.nn.Modul
 def test_an_attention_without_custom_masks_is_refused_with_the_fix(tiny_lm: torch.nn.Module) -> None:
     tiny_lm.config._attn_implementation = "flash_attention_2"
     micro = pack_shared_prefix(grouped_rows(groups=1), 4096, 2048)[0]
-    with pytest.raises(ConfigError, match="share_prefix: false"):
+    with pytest.raises(ConfigError, match="pack_shared_prompts: false"):
         PolicyLogprobs(tiny_lm)(micro.input_ids, micro.select, 1.0, attention=micro.attention)

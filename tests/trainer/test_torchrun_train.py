@@ -25,7 +25,12 @@ def test_torchrun_two_processes_train_and_checkpoint(tiny_model_dir: Path, tmp_p
         port = sock.getsockname()[1]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"]
     cmd += ["--master-port", str(port), "-m", "agentrl", "train", str(ROOT / "configs" / "tiny_debug.yaml")]
-    cmd += [f"model.path={tiny_model_dir}", "trainer.steps=2", "trainer.save_every=2", "logging.run_name=ddp"]
+    cmd += [
+        f"model.path={tiny_model_dir}",
+        "trainer.steps=2",
+        "trainer.checkpoint_every_steps=2",
+        "logging.run_name=ddp",
+    ]
     cmd += [f"logging.run_root={tmp_path}"]
     env = {**os.environ, "AGENTRL_DIST_DEVICE": "cuda", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -35,7 +35,7 @@ def quickstart_like(tmp_path: Path, model_dir: Path, sandbox: str, **trainer: An
     cfg["env"]["id"] = "durability_envs:SandboxFirstCodeExec"
     cfg["env"]["kwargs"]["sandbox"] = {"kind": sandbox}
     cfg["rollout"].update(group_size=2, prompts_per_step=2, max_new_tokens=96, max_episode_tokens=700)
-    cfg["trainer"].update(steps=STEPS, lr=1e-3, micro_batch_tokens=2048, save_every_s=None, **trainer)
+    cfg["trainer"].update(steps=STEPS, lr=1e-3, micro_batch_tokens=2048, checkpoint_every_s=None, **trainer)
     cfg["eval"].update(splits=["test_instances"], samples=1, max_tasks=2, concurrency=2)
     cfg["logging"].update(run_root=str(tmp_path / "runs"), run_name="run", wandb_mode="disabled", progress=False)
     path = tmp_path / "quickstart_like.yaml"
@@ -85,7 +85,7 @@ def test_sigint_ends_at_a_step_boundary_with_a_checkpoint_then_resume(tiny_model
     from agentrl.job.loader import load_config
     from agentrl.trainer.loop import train
 
-    config, log = quickstart_like(tmp_path, tiny_model_dir, "process", save_every=100), tmp_path / "job.log"
+    config, log = quickstart_like(tmp_path, tiny_model_dir, "process", checkpoint_every_steps=100), tmp_path / "job.log"
     run_dir = tmp_path / "runs" / "run"
     proc = start_train(config, log)
     wait_while_alive(lambda: len(step_records(run_dir)) >= 2, proc, log, "step 2 was logged")
@@ -98,7 +98,9 @@ def test_sigint_ends_at_a_step_boundary_with_a_checkpoint_then_resume(tiny_model
     assert stopped in (logged + 1, logged + 2) and stopped < STEPS
     assert "SIGINT: stopping after the current step" in text and f"stopped after step {stopped} on SIGINT" in text
     assert f"--resume {run_dir}" in text
-    assert (run_dir / "checkpoints" / "latest").read_text().strip() == f"step_{stopped:06d}"  # save_every is 100
+    assert (
+        run_dir / "checkpoints" / "latest"
+    ).read_text().strip() == f"step_{stopped:06d}"  # checkpoint_every_steps is 100
     assert not (run_dir / "eval-after-test_instances.json").exists()  # not part of a stop at a step boundary
 
     train(load_config(config), config_name="quickstart_like", resume=run_dir)
@@ -135,7 +137,10 @@ def test_sigkill_then_resume_loses_nothing_and_reaps_the_killed_jobs_containers(
 
     if not docker_available():  # a skip of this docker-marked test fails under CI=true (tests/conftest.py)
         pytest.skip("no Docker engine with the sandbox image")
-    config, log = quickstart_like(tmp_path, tiny_model_dir, "docker", save_every=1, mode=mode), tmp_path / "job.log"
+    config, log = (
+        quickstart_like(tmp_path, tiny_model_dir, "docker", checkpoint_every_steps=1, mode=mode),
+        tmp_path / "job.log",
+    )
     run_dir = tmp_path / "runs" / "run"
     killed = start_train(config, log)
     killed_owner = owner_tag(killed.pid)

@@ -67,7 +67,7 @@ def _updater(lm: torch.nn.Module, lr: float = 1e-3, **trainer_kwargs: object) ->
     cfg = TrainerConfig(lr=lr, mini_batches=2, **trainer_kwargs)  # type: ignore[arg-type]
     return PolicyUpdater(
         PolicyLogprobs(lm, chunk_tokens=32),
-        AlgorithmConfig(loss={"name": "gspo_token", "eps_low": 0.2, "eps_high": 0.28}),
+        AlgorithmConfig(loss={"kind": "gspo_token", "eps_low": 0.2, "eps_high": 0.28}),
         cfg,
         temperature=1.0,
         total_steps=5,
@@ -171,7 +171,7 @@ def test_per_turn_advantages_reach_the_tokens_of_their_turn(tiny_lm: torch.nn.Mo
     for episode, turn_rewards in zip(group, ([1.0, 0.0], [0.0, 0.0])):
         for turn, reward in zip(episode.turns, turn_rewards):
             turn.reward = reward
-    algo = AlgorithmConfig(turn_advantage={"name": "discounted_return", "gamma": 1.0})
+    algo = AlgorithmConfig(turn_advantage={"kind": "discounted_return", "gamma": 1.0})
     rows = build_rows([group], 2, algo, current_version=0)
     expected_turn0 = 0.5 / (2**0.5 / 2 + algo.adv_eps)  # (1 - 0.5) / (Bessel std of [1, 0] + eps)
     for row, sign in zip(rows, (1.0, -1.0)):
@@ -201,7 +201,7 @@ def test_returns_to_go_count_each_turn_reward_once(tiny_lm: torch.nn.Module) -> 
         for turn, reward in zip(episode.turns, turn_rewards):
             turn.reward = reward
         episode.final_reward = sum(turn_rewards)  # what the runner records when the env sets no outcome
-    algo = AlgorithmConfig(turn_advantage={"name": "discounted_return", "gamma": 1.0})
+    algo = AlgorithmConfig(turn_advantage={"kind": "discounted_return", "gamma": 1.0})
     adv = _turn_advantages(build_rows([group], 3, algo, current_version=0))
     assert [a[1] for a in adv] == [0.0, 0.0, 0.0]  # every turn-1 return-to-go is 0 (was [1.15, -0.58, -0.58])
     assert [a[0] for a in adv] == pytest.approx([1.1547, -0.5774, -0.5774], abs=1e-4)

@@ -32,7 +32,7 @@ class EmbeddedEngineConfig(EngineConfig):
 
     kind: Literal["embedded"] = Field("embedded", description="In-process torch engine (the default).")
     max_batch_size: int = Field(64, ge=1, description="Most sequences decoded together in one forward pass.")
-    seed: int = Field(0, description="Seed of the engine's sampler.")
+    seed: int = Field(0, description="Seed of the engine's sampler (default: the run's seed).")
     prefix_cache_tokens: int = Field(
         16384,
         ge=0,

@@ -33,7 +33,7 @@ from agentrl.errors import EngineError, ModelLoadError
 class EmbeddedEngine:
     """In-process engine: ``generate`` / ``abort`` / ``update_weights`` over a live torch model.
 
-    Weight updates follow ``config.weight_update``: ``finish_old`` stops admitting requests, lets the
+    Weight updates follow ``config.on_weight_update``: ``finish_old`` stops admitting requests, lets the
     running ones finish on the old weights, then swaps (queued requests start on the new weights);
     ``abort`` aborts the running requests (partial output returned) and swaps at once.
     """
@@ -71,7 +71,7 @@ class EmbeddedEngine:
             max_batch=self.config.max_batch_size,
             max_prefill_tokens=self.config.max_prefill_tokens,
             seed=self.config.seed,
-            weight_update=self.config.weight_update,
+            on_weight_update=self.config.on_weight_update,
             prefix_cache_tokens=self.config.prefix_cache_tokens,
             share_prefixes=self.config.share_prefixes,
         )

@@ -51,7 +51,7 @@ class Scheduler:
         max_batch: int,
         max_prefill_tokens: int,
         seed: int,
-        weight_update: Literal["finish_old", "abort"],
+        on_weight_update: Literal["finish_old", "abort"],
         prefix_cache_tokens: int = 0,
         share_prefixes: bool = True,
     ) -> None:
@@ -61,7 +61,7 @@ class Scheduler:
         self.tokenizer = tokenizer
         self.max_batch = max_batch
         self.max_prefill_tokens = max_prefill_tokens
-        self.weight_update = weight_update
+        self.on_weight_update = on_weight_update
         self.version = 0
         self.forwards = 0  # forward passes so far
         self.steps = 0  # passes that decoded running requests
@@ -178,7 +178,7 @@ class Scheduler:
             return [] if self._update or self._releases else self._pop_admissible()
 
     def _iterate(self, admit: list[Request]) -> None:
-        if self._update is not None and self.weight_update == "abort":
+        if self._update is not None and self.on_weight_update == "abort":
             for req in self._running:  # abort mode: running requests return their partial output now
                 req.aborted = True
         self._reap_aborted()
