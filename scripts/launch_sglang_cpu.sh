@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start SGLang 0.5.23's real server on CPU (no GPU) from .venv-sglang (bash scripts/setup_sglang.sh), with the
-# flags agentrl's training needs and the ones this CPU needs (../shared/sglang-cpu/README.md says why):
+# flags agentrl's training needs and the ones this CPU needs (docs/engines.md#run-here-cpu says why):
 #
 #   bash scripts/launch_sglang_cpu.sh MODEL_DIR PORT [extra SGLang server flags...]
 #

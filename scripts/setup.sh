@@ -35,7 +35,7 @@ if ! ldconfig -p 2>/dev/null | grep -q "libtcmalloc"; then
   fi
 fi
 # SGLang's CPU kernels: the embedded engine's bf16 steps run on them (engine.cpu_kernels, auto). PyPI has no CPU
-# build, so the wheel kept in ../shared/sglang-cpu (override: AGENTRL_SGLANG_CPU) is installed where it fits this
+# build, so the wheel in the folder AGENTRL_SGLANG_CPU names (default below) is installed where it fits this
 # Python and a CPU with AVX512-BF16 (its code uses it unconditionally); elsewhere the engine runs on torch ops.
 SGL_SRC=${AGENTRL_SGLANG_CPU:-../shared/sglang-cpu}
 if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('sgl_kernel') is None)"; then

@@ -3,8 +3,8 @@
 # (tests/sglang_real/) and the CPU contender of bench/bench_engine.py. About 3.5 GB; ~4 minutes plus downloads.
 #
 # Everything comes from the package index except SGLang's CPU kernel package, which PyPI does not build: its
-# wheel, the tested versions and a torchvision patch lie in ../shared/sglang-cpu/ (override: AGENTRL_SGLANG_CPU),
-# whose README has the recipe this script follows and how to rebuild the wheel.
+# wheel, the tested versions and a torchvision patch lie in the folder AGENTRL_SGLANG_CPU names (default below)
+# (docs/engines.md#sglangs-cpu-kernel-wheel says how to rebuild the wheel).
 #
 # Exit status: 0 when the venv is ready; 3 when this machine cannot run it (no kernel wheel for this Python, a
 # CPU without AVX-512, no libnuma): the real-SGLang tests then skip, naming the reason. Under CI=true this

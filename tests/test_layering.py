@@ -15,8 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {"agentrl": {"envs", "sandboxes"}, "sandboxes": {"agentrl", "envs"}}
 
-# agentrl's floors, ground first. A package imports only packages on lower floors (and itself); packages on one
-# floor are independent of each other. The package's own __init__ (the public surface) is not floored.
+# agentrl's floors, ground first (floor 1 is the ground; docs/design.md has them as a table). A package imports
+# only packages on lower floors (and itself); packages on one floor are independent of each other. The package's own
+# __init__ (the public surface) is not floored.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("util", "config", "chat"),  # the config toolkit and the plain sections; chat messages and their assembly
@@ -28,7 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("__main__",),
 )
-FLOOR_OF = {package: level for level, packages in enumerate(FLOORS) for package in packages}
+FLOOR_OF = {package: level for level, packages in enumerate(FLOORS, start=1) for package in packages}
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -66,7 +67,7 @@ def floor_violations(root: Path) -> list[str]:
             if parts[0] != "agentrl" or len(parts) < 2 or parts[1] == own:
                 continue
             target = parts[1]
-            if FLOOR_OF.get(target, len(FLOORS)) >= FLOOR_OF[own]:
+            if FLOOR_OF.get(target, len(FLOORS) + 1) >= FLOOR_OF[own]:
                 found.append(f"{path.relative_to(root)}: {own} (floor {FLOOR_OF[own]}) imports {name}")
     return found
 
@@ -99,5 +100,5 @@ def test_the_floor_check_sees_an_import_up_and_one_across(tmp_path: Path) -> Non
         (tmp_path / "agentrl" / package / "mod.py").write_text(source)
     found = floor_violations(tmp_path)
     assert len(found) == 2, found
-    assert any("config (floor 1) imports agentrl.engines.base" in line for line in found)
-    assert any("env (floor 3) imports agentrl.algos" in line for line in found)
+    assert any("config (floor 2) imports agentrl.engines.base" in line for line in found)
+    assert any("env (floor 4) imports agentrl.algos" in line for line in found)

@@ -1,4 +1,4 @@
-"""Advantage schemes and policy losses (GSPO.md section 4): registered plug-ins plus small pure functions.
+"""Advantage schemes and policy losses: registered plug-ins plus small pure functions (docs/algorithm.md).
 
 A loss is a ``PolicyLoss`` and a scheme an ``AdvantageScheme``: one class each (its settings are its
 fields), registered by one line below or, for your own, with ``register_loss`` / ``register_scheme``

@@ -1,4 +1,6 @@
-"""The bundled advantage schemes (GSPO.md 3.2) as registered objects, ``turn_advantages`` and the token broadcast.
+"""The bundled advantage schemes as registered objects, ``turn_advantages`` and the token broadcast.
+
+The schemes are those of docs/algorithm.md#per-turn-schemes.
 
 Each scheme reads the outcomes and turn rewards of a ``RewardBatch`` without counting a reward twice:
 an outcome that is the sum of the turn rewards (the env set no separate outcome) is never added to
@@ -159,7 +161,7 @@ def turn_advantages(
     step_weight: float = 1.0,
     step_keys: Sequence[Sequence[Hashable]] | None = None,
 ) -> list[list[float]]:
-    """One advantage per assistant turn of each episode, by the named scheme (GSPO.md 3.2).
+    """One advantage per assistant turn of each episode, by the named scheme (docs/algorithm.md#per-turn-schemes).
 
     ``outcome_rewards`` are outcomes separate from the turn rewards (the spec's R_i); the trainer
     also passes outcomes that are the sum of the turn rewards, through ``RewardBatch``.

@@ -21,7 +21,7 @@ from agentrl.config.problems import Problem
 
 
 class AlgorithmConfig(StrictModel):
-    """Loss and advantage settings (see shared/GSPO.md). The loss and the scheme are registered plug-ins."""
+    """Loss and advantage settings (see docs/algorithm.md). The loss and the scheme are registered plug-ins."""
 
     import_modules: list[str] = Field(
         default_factory=list,
@@ -38,7 +38,8 @@ class AlgorithmConfig(StrictModel):
     turn_advantage: SerializeAsAny[PluginSettings] = Field(
         "outcome",
         validate_default=True,
-        description="Per-turn advantage scheme (GSPO.md section 3.2): a registered name (outcome, outcome_plus_turn, "
+        description="Per-turn advantage scheme (docs/algorithm.md#per-turn-schemes): a registered name (outcome, "
+        "outcome_plus_turn, "
         "discounted_return, or one you register) or a mapping with its name and settings, e.g. {name: "
         "discounted_return, gamma: 0.95}. Settings: lam (outcome_plus_turn); gamma, episode_weight, step_weight "
         "(discounted_return).",
@@ -68,7 +69,8 @@ class AlgorithmConfig(StrictModel):
     )
     proximal: Proximal | None = Field(
         None,
-        description="Decoupled objective (GSPO.md section 5): the clip's policy. behaviour (the engine's logprobs), "
+        description="Decoupled objective (docs/algorithm.md#the-decoupled-objective): the clip's policy. "
+        "behaviour (the engine's logprobs), "
         "recompute (a no-grad trainer forward at the step start), recompute_stale (that forward only for rows with "
         "tokens of older weights; for an engine matching the trainer, as the embedded float32 one) or interpolate "
         "(b + lag/(lag+1) (sg[current] - b) per token, no pass). None follows old_logprobs (engine: behaviour).",
@@ -160,7 +162,8 @@ class AlgorithmConfig(StrictModel):
                 Problem(
                     "algorithm.is_correction",
                     f"{off.is_correction.kind!r} weights by proximal/behaviour, which is exactly 1 with proximal "
-                    "'behaviour' (GSPO.md 2.6: no IS weight against the same engine logprobs)",
+                    "'behaviour' (no IS weight against the same engine logprobs: "
+                    "docs/algorithm.md#the-old-policy-is-the-engine)",
                     "set proximal: recompute or interpolate, or is_correction: none",
                 )
             )

@@ -32,7 +32,7 @@ def reward_batch(episodes: Sequence[Episode], group_size: int) -> RewardBatch:
 
 
 def turn_advantages_of(episodes: Sequence[Episode], group_size: int, algo: AlgorithmConfig) -> list[list[float]]:
-    """Per episode, per turn: the advantage ``algo.turn_advantage`` assigns (GSPO.md 3.2)."""
+    """Per episode, per turn: the advantage ``algo.turn_advantage`` assigns (docs/algorithm.md#per-turn-credit)."""
     norm = Normalization(eps=algo.adv_eps, scale=algo.adv_scale)
     return algo.turn_advantage(reward_batch(episodes, group_size), norm)  # type: ignore[operator]
 

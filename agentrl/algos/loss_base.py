@@ -1,6 +1,7 @@
 """The policy-loss plug-in point: ``PolicyLoss`` (settings + surrogate), its inputs, its metrics, its registry.
 
-Invariants (GSPO.md 2.3-2.4): ratio arithmetic is fp32 on masked log-differences selected with
+Invariants (docs/algorithm.md#the-sequence-ratio, #the-divisor-n): ratio arithmetic is fp32 on masked
+log-differences selected with
 ``where`` (never products of probabilities, never mask multiplication); the loss is
 ``-(1/N) * sum_i per_row_i`` with N the rows of the optimizer mini-batch (empty rows included),
 so micro-batch splits sum to the same loss. A loss declares how each of its statistics
@@ -44,7 +45,8 @@ class LossBatch:
     mask: torch.Tensor  # bool: tokens the policy sampled in this episode (and not masked as stale)
     advantages: torch.Tensor  # [B] (one per sequence) or [B, T] (per token)
     versions: torch.Tensor | None = None  # long: policy version that sampled each token, -1 off-policy tokens
-    logp_behaviour: torch.Tensor | None = None  # the engine's logprobs when logp_old holds a recompute (GSPO.md 5)
+    # the engine's logprobs when logp_old holds a recompute (docs/algorithm.md#the-decoupled-objective)
+    logp_behaviour: torch.Tensor | None = None
     lags: torch.Tensor | None = None  # long: trainer version at the step start minus each token's version
 
 
@@ -53,7 +55,7 @@ OPTIONAL_INPUTS = frozenset(f.name for f in dataclasses.fields(LossBatch) if f.d
 
 @dataclass
 class PreparedBatch:
-    """Sanitised loss inputs shared by every loss (GSPO.md 2.3)."""
+    """Sanitised loss inputs shared by every loss (docs/algorithm.md#the-sequence-ratio)."""
 
     batch: LossBatch
     logp_new: torch.Tensor  # [B, T] fp32, 0 where masked out
@@ -150,7 +152,7 @@ def finish_metrics(
 
 
 class PolicyLoss(PluginSettings):
-    """A registered policy loss: its fields are its settings, ``terms`` its surrogate (GSPO.md 2.4).
+    """A registered policy loss: its fields are its settings, ``terms`` its surrogate (docs/algorithm.md#gspo-token).
 
     Subclasses declare ``kind`` (a Literal with a default), override ``terms``, and may set:
     ``token_advantages`` (False: one advantage per sequence, so per-turn schemes are refused),
@@ -160,7 +162,8 @@ class PolicyLoss(PluginSettings):
     """
 
     token_advantages: ClassVar[bool] = True
-    is_level: ClassVar[Level] = "sequence"  # default level of the behaviour ratio (GSPO.md 5)
+    # default level of the behaviour ratio (docs/algorithm.md#the-decoupled-objective)
+    is_level: ClassVar[Level] = "sequence"
     inputs: ClassVar[frozenset[str]] = frozenset()
     metrics: ClassVar[dict[str, Metric]] = CLIP_METRICS
 
@@ -202,7 +205,9 @@ class PolicyLoss(PluginSettings):
     def __call__(
         self, batch: LossBatch, num_sequences: float | None = None, off_policy: OffPolicy | None = None
     ) -> PolicyLossOutput:
-        """L = -(1/N) sum_i w_i per_row_i with N = num_sequences or B (GSPO.md 2.4, 5), and this call's statistics.
+        """L = -(1/N) sum_i w_i per_row_i with N = num_sequences or B, and this call's statistics.
+
+        N is docs/algorithm.md#the-divisor-n.
 
         ``off_policy`` (decoupled): clip against the proximal policy and weight by the behaviour correction.
         """

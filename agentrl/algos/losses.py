@@ -1,4 +1,4 @@
-"""The bundled policy losses GSPO, GSPO-token and GRPO (GSPO.md sections 2.3-2.5), and ``policy_loss``.
+"""The bundled policy losses GSPO, GSPO-token and GRPO (docs/algorithm.md#the-gspo-objective), and ``policy_loss``.
 
 Each is a registered ``PolicyLoss``: its clip range (and, for the sequence-ratio losses, the
 optional safety clamp on log s) are its settings, validated where the config names the loss.
@@ -60,7 +60,10 @@ class ClippedLoss(PolicyLoss):
 
 
 class SequenceRatioLoss(ClippedLoss):
-    """A clipped loss on the sequence ratio s_i, with an optional safety clamp on log s (GSPO.md 2.3)."""
+    """A clipped loss on the sequence ratio s_i, with an optional safety clamp on log s.
+
+    The clamp is docs/algorithm.md#the-safety-clamp.
+    """
 
     log_ratio_clamp: float | None = Field(
         None, ge=10.0, description="Optional safety clamp on log s (>= 10); off by default."
@@ -98,7 +101,8 @@ class GSPOToken(SequenceRatioLoss):
     def terms(self, x: PreparedBatch) -> LossTerms:
         """(1/|y_i|) sum_t min(s_it A_it, clip(s_it) A_it); clipping is decided per token by the sign of A_it.
 
-        A row the safety clamp cut (log s_i > c) has a constant log s, so its tokens get no gradient (GSPO.md 2.3):
+        A row the safety clamp cut (log s_i > c) has a constant log s, so its tokens get no gradient
+        (docs/algorithm.md#the-safety-clamp):
         the per-token path logp_it - sg[logp_it] is removed there too, as GSPO's clamp removes it.
         """
         per_token_path = x.logp_new - x.logp_new.detach()
@@ -153,6 +157,9 @@ def policy_loss(
     num_sequences: int | None = None,
     log_ratio_clamp: float | None = None,
 ) -> PolicyLossOutput:
-    """L = -(1/N) sum_i (per-row surrogate) for the named variant; N = num_sequences or B (GSPO.md 2.4)."""
+    """L = -(1/N) sum_i (per-row surrogate) for the named variant; N = num_sequences or B.
+
+    N is docs/algorithm.md#the-divisor-n.
+    """
     loss = make_loss(variant, eps_low=eps_low, eps_high=eps_high, log_ratio_clamp=log_ratio_clamp)
     return loss(LossBatch(logp_new, logp_old, mask, advantages), num_sequences)

@@ -1,4 +1,4 @@
-"""The decoupled off-policy objective (GSPO.md section 5): behaviour, proximal and current policies.
+"""The decoupled objective's behaviour, proximal and current policies (docs/algorithm.md#the-decoupled-objective).
 
 The loss clips against the proximal policy p and weights each row (or token) by a detached
 importance correction between p and the behaviour policy b (the engine's logprobs, sampled by
@@ -48,7 +48,9 @@ def proximal_logprobs(
     lags: torch.Tensor | None,
     recomputed: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """p_it by ``mode`` (GSPO.md section 5); detached. ``recomputed`` is the step-start trainer forward.
+    """p_it by ``mode`` (docs/algorithm.md#the-decoupled-objective); detached.
+
+    ``recomputed`` is the step-start trainer forward.
 
     interpolate: alpha = lag / (lag + 1), p = b + alpha (sg[c] - b); lag 0 gives p == b exactly.
     """

@@ -1,4 +1,6 @@
-"""Settings of the decoupled off-policy objective (GSPO.md section 5): the proximal policy and the IS correction.
+"""Settings of the decoupled off-policy objective: the proximal policy and the IS correction.
+
+The objective is docs/algorithm.md#the-decoupled-objective.
 
 Torch-free so the config layer can name them; the corrections act on tensors through tensor methods only.
 The objective itself lives in ``agentrl.algos.offpolicy``.
@@ -27,7 +29,8 @@ class ISCorrectionBase(BaseModel):
     level: Level | None = Field(
         None,
         description="token: ratio_it = exp(p_it - b_it); sequence: ratio_i = exp(mean_t(p_it - b_it)). "
-        "None: the loss's own level (sequence for gspo/gspo_token, token for grpo; GSPO.md section 5).",
+        "None: the loss's own level (sequence for gspo/gspo_token, token for grpo; "
+        "docs/algorithm.md#the-decoupled-objective).",
     )
 
     def weights(self, ratio_: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

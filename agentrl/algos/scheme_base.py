@@ -1,7 +1,7 @@
 """The advantage-scheme plug-in point: ``AdvantageScheme``, the rewards it reads, group normalisation, registry.
 
-Reward semantics (GSPO.md 3.2, the env contract in ``agentrl.env``): episode i has per-turn
-rewards r_ik and an outcome R_i. The outcome is either *separate* (the env set ``info["outcome"]``;
+Reward semantics (docs/algorithm.md#rewards-the-schemes-read, the env contract in ``agentrl.env``): episode i
+has per-turn rewards r_ik and an outcome R_i. The outcome is either *separate* (the env set ``info["outcome"]``;
 the turn rewards are not part of it) or the episode's *return* (no outcome from the env:
 R_i = sum_k r_ik). A scheme that adds the outcome to the turn rewards adds only a separate one.
 
@@ -83,7 +83,7 @@ class RewardBatch:
 
     ``outcomes[i]`` is R_i (NaN or None: unscorable, advantage 0); ``turn_rewards[i][k]`` is r_ik
     (None: the turn has no reward). ``separate_outcome[i]`` is False when R_i is the sum of the turn
-    rewards rather than a reward of its own (None: every outcome is separate, as in GSPO.md 3.2).
+    rewards rather than a reward of its own (None: every outcome is separate, as in docs/algorithm.md#per-turn-schemes).
     ``step_keys[i][k]`` optionally names the state before turn k (GiGPO anchor groups).
     """
 
@@ -121,7 +121,7 @@ class RewardBatch:
 
 
 def outcome_advantages(rewards: RewardBatch, norm: Normalization) -> list[float]:
-    """A^O_i: the group-normalised outcome of each episode (GSPO.md 2.2)."""
+    """A^O_i: the group-normalised outcome of each episode (docs/algorithm.md#advantages)."""
     values = [math.nan if rewards.outcome(i) is None else rewards.outcome(i) for i in range(len(rewards.outcomes))]
     tensor = torch.tensor(values, dtype=torch.float64)
     return group_advantages(tensor, rewards.group_size, eps=norm.eps, unbiased=norm.unbiased, scale=norm.scale).tolist()

@@ -21,7 +21,7 @@ FinishReason = Literal["stop", "length", "abort"]
 
 
 class LogprobSemantics(str, Enum):
-    """What an engine's per-token logprobs mean (see shared/SGLANG.md section 3)."""
+    """What an engine's per-token logprobs mean (docs/engines.md#what-an-engines-logprobs-mean)."""
 
     TEMPERED_FULL_VOCAB = "tempered_full_vocab"  # log_softmax(logits.float() / T): SGLang's default
     RAW = "raw"  # log_softmax(logits) ignoring temperature (SGLANG_RETURN_ORIGINAL_LOGPROB)

@@ -1,4 +1,4 @@
-"""SGLang's native /generate JSON shapes (shared/SGLANG.md §1.1-1.2), both directions.
+"""SGLang's native /generate JSON shapes (docs/engines.md#sglangs-generate-api), both directions.
 
 The client (``sglang_http``) builds requests and parses replies; ``agentrl serve`` parses requests and
 builds replies, so both sides speak exactly the same subset. Weight versions are strings on the wire

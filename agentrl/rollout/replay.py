@@ -1,4 +1,6 @@
-"""Restoring the environment of a partial episode loaded from the buffer (DESIGN section 2).
+"""Restoring the environment of a partial episode loaded from the buffer.
+
+See docs/design.md#restoring-an-environment-mid-episode.
 
 ``env.restore(snapshot)`` when the episode stored a snapshot, else deterministic replay of the
 recorded actions, verified against the recorded env messages. An env that cannot be restored

@@ -1,6 +1,6 @@
 """``agentrl serve``: the embedded engine behind SGLang's native HTTP API subset (aiohttp).
 
-Same routes and JSON shapes as SGLang 0.5.x (shared/SGLANG.md §1), so ``SGLangEngine`` is tested end to
+Same routes and JSON shapes as SGLang 0.5.x (docs/engines.md#sglangs-generate-api), so ``SGLangEngine`` is tested end to
 end against a real server: /generate (single and batched), /abort_request (rid prefix, abort_all),
 /update_weights_from_disk|tensor (tensor inside /begin_weight_update ... /end_weight_update), /flush_cache,
 /health, /health_generate, /model_info, /server_info, and

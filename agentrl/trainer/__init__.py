@@ -1,4 +1,4 @@
-"""The policy trainer: update loop, weight sync, checkpoints, logging (DESIGN section 8)."""
+"""The policy trainer: update loop, weight sync, checkpoints, logging (docs/design.md#trainer)."""
 
 from agentrl.trainer.batch import MicroBatch, TrainRow, build_rows, pack_micro_batches
 from agentrl.trainer.logprobs import PolicyLogprobs

@@ -2,9 +2,9 @@
 
 Invariants: a segment's position t predicts ``input_ids[t + 1]``; its ``logp_old``/``mask``/``adv``
 arrays have length ``len(input_ids) - 1`` and the completion token at position P + j sits at index
-P + j - 1, holding the engine's logprob of exactly that token. An episode is ONE loss row (GSPO.md
-2.3: s_i and |y_i| over all its assistant tokens, N counts episodes) even when a chat template that
-rewrites history split it into several token segments: each segment is its own forward context, and
+P + j - 1, holding the engine's logprob of exactly that token. An episode is ONE loss row
+(docs/algorithm.md#the-divisor-n: s_i and |y_i| over all its assistant tokens, N counts episodes) even when
+a chat template that rewrites history split it into several token segments: each segment is its own forward context, and
 their position arrays are concatenated into the episode's loss row.
 """
 
@@ -156,7 +156,10 @@ def segment_row(
 def build_rows(
     groups: Sequence[Sequence[Episode]], group_size: int, algo: AlgorithmConfig, current_version: int
 ) -> list[TrainRow]:
-    """Per-turn advantages for every group by the configured scheme (GSPO.md 3.2), then one row per episode."""
+    """Per-turn advantages for every group by the configured scheme, then one row per episode.
+
+    The credit is docs/algorithm.md#per-turn-credit.
+    """
     episodes: list[Episode] = []
     for index, group in enumerate(groups):
         if len(group) != group_size:

@@ -2,7 +2,7 @@
 
 Invariant: every rank runs the same number of forward/backward passes per mini-batch (FSDP's
 collectives pair up), and per-rank losses are scaled so the averaged gradient equals the
-single-process gradient of the whole mini-batch (GSPO.md 2.4: N counts rows over all ranks).
+single-process gradient of the whole mini-batch (docs/algorithm.md#the-divisor-n: N counts rows over all ranks).
 """
 
 from __future__ import annotations

@@ -180,7 +180,10 @@ def _broadcast(obj: Any, dist: DistInfo) -> Any:
 
 
 async def run_loop(s: Session, boundaries: StepBoundaries | None = None) -> list[dict[str, Any]]:
-    """The outer loop, one RL step per iteration (DESIGN section 1's data flow); ``trainer.mode`` picks its shape."""
+    """The outer loop, one RL step per iteration; ``trainer.mode`` picks its shape.
+
+    Each step is docs/design.md#data-flow-of-one-rl-step.
+    """
     boundaries = boundaries or StepBoundaries(s.cfg.trainer, s.dist)
     if s.cfg.trainer.mode == "async":
         return await run_async_loop(s, boundaries)

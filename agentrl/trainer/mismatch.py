@@ -1,10 +1,10 @@
 """The engine-trainer mismatch of a batch: the trainer's logprobs of the sampled tokens against the engine's.
 
-Measured before any update (GSPO.md 2.6), per turn and overall: mean/max |logp_train - logp_engine|
-over tokens, the k3 KL estimate, |log s_i| quantiles, and the fractions of sequences and tokens the
-configured loss would already clip. ``old_logprobs: recompute`` logs it as ``mismatch/*`` and then
-trains on the trainer's logprobs; the audit (``algorithm.audit_every``) logs it as ``audit/*`` and
-leaves the update untouched.
+Measured before any update (docs/algorithm.md#the-old-policy-is-the-engine), per turn and overall:
+mean/max |logp_train - logp_engine| over tokens, the k3 KL estimate, |log s_i| quantiles, and the fractions of
+sequences and tokens the configured loss would already clip. ``old_logprobs: recompute`` logs it as
+``mismatch/*`` and then trains on the trainer's logprobs; the audit (``algorithm.audit_every``) logs it as
+``audit/*`` and leaves the update untouched.
 """
 
 from __future__ import annotations

@@ -71,7 +71,8 @@ def _dummy_micro_batch() -> MicroBatch:
     """A one-token row with advantage 0: keeps FSDP collectives paired on ranks with less work.
 
     It carries every input a loss may read, the behaviour logprobs of the decoupled objective included
-    (GSPO.md 5): a loss that refused it on one rank would leave the others waiting in their collectives.
+    (docs/algorithm.md#the-decoupled-objective): a loss that refused it on one rank would leave the others
+    waiting in their collectives.
     With advantage 0 it contributes exactly 0 to the loss and the gradient.
     """
     return collate([TrainRow([[0, 0]], [0.0], [True], [0], [0.0], -1, versions=[-1], logp_behaviour=[0.0])])

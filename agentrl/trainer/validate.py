@@ -31,7 +31,10 @@ def validate_run_config(cfg: RunConfig, world_size: int = 1) -> None:
 
 
 def check_engine_logprobs(semantics: LogprobSemantics, cfg: RunConfig) -> None:
-    """old_logprobs: engine needs the engine's tempered full-vocabulary logprobs (GSPO.md 2.6)."""
+    """old_logprobs: engine needs the engine's tempered full-vocabulary logprobs.
+
+    Why: docs/algorithm.md#the-old-policy-is-the-engine.
+    """
     if cfg.algorithm.old_logprobs != "engine":
         return
     if semantics == LogprobSemantics.NONE:

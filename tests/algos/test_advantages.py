@@ -1,4 +1,4 @@
-"""Golden values and edge cases of the advantage schemes (GSPO.md sections 2.2 and 3.2)."""
+"""Golden values and edge cases of the advantage schemes (docs/algorithm.md#advantages, #per-turn-schemes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""GSPO / GSPO-token / GRPO losses: golden values, closed-form gradients, and GSPO.md 2.5/2.7 properties."""
+"""GSPO / GSPO-token / GRPO losses: golden values, closed-form gradients, and the properties in
+docs/algorithm.md#gradients and #edge-cases."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def test_golden_token_advantages_clip_by_sign() -> None:
 def _closed_form(
     variant: str, logp_new: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor, adv_bt: torch.Tensor, n: int
 ) -> torch.Tensor:
-    """GSPO.md 2.5 closed forms, written independently of the implementation (float64)."""
+    """docs/algorithm.md#gradients closed forms, written independently of the implementation (float64)."""
     ln, lo, a = logp_new.double(), logp_old.double(), adv_bt.double()
     m = mask.double()
     lengths = m.sum(-1, keepdim=True).clamp(min=1)
@@ -283,7 +284,10 @@ def test_log_ratio_clamp_reports_hits() -> None:
 
 @pytest.mark.parametrize("variant", ["gspo", "gspo_token"])
 def test_log_ratio_clamp_zeroes_the_gradient_beyond_c(variant: str) -> None:
-    """GSPO.md 2.3: a row whose log s exceeds c gets no gradient (a hard dual-clip for A < 0), for both losses."""
+    """A row whose log s exceeds c gets no gradient (a hard dual-clip for A < 0), for both losses.
+
+    The clamp is docs/algorithm.md#the-safety-clamp.
+    """
     logp_old = torch.zeros(2, 3)
     logp_new = torch.tensor([[15.0, 15.0, 15.0], [0.1, 0.0, -0.1]], requires_grad=True)  # row 0: log s = 15
     mask = torch.ones(2, 3, dtype=torch.bool)

@@ -1,4 +1,5 @@
-"""The decoupled off-policy objective (GSPO.md section 5) against a float64 reference on three-policy vectors.
+"""The decoupled off-policy objective (docs/algorithm.md#the-decoupled-objective) against a float64 reference on
+three-policy vectors.
 
 Behaviour b (engine, per-token versions), proximal p (recompute / behaviour / interpolate) and current c,
 with per-turn advantages, padding holding -inf, and corrections none / tis / mis at both levels.
@@ -71,7 +72,8 @@ def _cut(ratio_: float, adv: float) -> bool:
 
 
 def reference(variant: str, proximal: str, correction: Any, n: int) -> tuple[float, list[list[float]]]:
-    """Loss and d loss / d current, float64, written token by token from GSPO.md section 5 (not from the code)."""
+    """Loss and d loss / d current, float64, written token by token from
+    docs/algorithm.md#the-decoupled-objective (not from the code)."""
     level = correction.level or ("token" if variant == "grpo" else "sequence")
     loss, grad = 0.0, [[0.0] * 5 for _ in MASK]
     for i, row in enumerate(MASK):

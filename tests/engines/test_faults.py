@@ -134,7 +134,7 @@ def test_rid_prefix_abort_and_queued_reply_shape(served: ServedEngine) -> None:
     assert all(r["meta_info"]["finish_reason"]["type"] == "abort" for r in replies)
     queued = replies[4]["meta_info"]
     assert queued["finish_reason"]["message"] == "Abort in waiting queue" and queued["output_token_logprobs"] == []
-    assert "prompt_tokens" not in queued  # as SGLang 0.5.23's real server (../shared/sglang-cpu/README.md)
+    assert "prompt_tokens" not in queued  # as SGLang 0.5.23's real server (docs/engines.md#sglangs-generate-api)
     running = replies[0]["meta_info"]
     assert [t[1] for t in running["output_token_logprobs"]] == replies[0]["output_ids"]
     assert running["weight_version"] == "0" and running["completion_tokens"] == len(replies[0]["output_ids"])

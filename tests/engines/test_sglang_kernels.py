@@ -3,7 +3,8 @@ through prefill, multi-row decode over rows of different lengths, a row joining 
 cache seen as the kernel's token pool addresses the right keys; packed copies follow in-place updates; and where
 the kernels cannot run, the reason is named.
 
-Needs the sglang-kernel-cpu wheel (scripts/setup.sh installs it where ../shared/sglang-cpu holds it) and a CPU
+Needs the sglang-kernel-cpu wheel (scripts/setup.sh installs it from the folder AGENTRL_SGLANG_CPU names;
+docs/engines.md#sglangs-cpu-kernel-wheel) and a CPU
 with AVX512-BF16. Elsewhere these tests skip naming why; under CI=true on such a CPU a missing wheel fails them.
 """
 

@@ -1,4 +1,5 @@
-"""SGLang wire format: hand-written /generate reply bodies shaped after SGLang 0.5.x (shared/SGLANG.md §1.2;
+"""SGLang wire format: hand-written /generate reply bodies shaped after SGLang 0.5.x
+(docs/engines.md#sglangs-generate-api;
 not captured from a running server, which cannot run on these CPUs) parsed by the client, and sampling_params /
 server_info checks."""
 

@@ -1,5 +1,5 @@
 """Real SGLang 0.5.23 servers on CPU for the live tier: ``python -m sglang.launch_server --device cpu`` from
-``.venv-sglang`` (made by scripts/setup_sglang.sh from ../shared/sglang-cpu/), on a tiny llama model.
+``.venv-sglang`` (made by scripts/setup_sglang.sh; docs/engines.md#sglangs-cpu-kernel-wheel), on a tiny llama model.
 
 Launching is slow (~40 s, more on a loaded machine), so test modules share servers through module fixtures.
 Without the venv the tier skips, except under CI=true, where it fails: the tier must run in CI.
@@ -97,7 +97,7 @@ class LiveServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
-        """scripts/launch_sglang_cpu.sh (the documented launch: the flags of ../shared/sglang-cpu/README.md)."""
+        """scripts/launch_sglang_cpu.sh (the documented launch: docs/engines.md#run-here-cpu)."""
         require_live_sglang()
         cmd = ["bash", str(ROOT / "scripts" / "launch_sglang_cpu.sh"), str(self.model_dir), str(self.port)]
         cmd += ["--enable-metrics"]  # /metrics: the only place the real server reports its running requests

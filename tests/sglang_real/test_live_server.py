@@ -45,7 +45,8 @@ from agentrl.rollout.orchestrator import RolloutOrchestrator
 pytestmark = pytest.mark.slow
 PROMPT = [5, 17, 99, 230, 7, 64, 12]
 # fp32 on both sides, different kernels (SGLang's torch_native attention vs transformers' sdpa) and summation
-# orders: the measured gap is ~1e-6; 1e-4 is SGLANG.md's expectation for SGLang vs an fp32 recompute.
+# orders: the measured gap is ~1e-6; 1e-4 is the bound for SGLang vs an fp32 recompute
+# (docs/engines.md#what-an-engines-logprobs-mean).
 LOGPROB_TOL = 1e-4
 
 

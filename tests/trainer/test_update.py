@@ -166,7 +166,10 @@ def test_recompute_reports_engine_trainer_mismatch(tiny_lm: torch.nn.Module) -> 
 
 
 def test_per_turn_advantages_reach_the_tokens_of_their_turn(tiny_lm: torch.nn.Module) -> None:
-    """discounted_return (GSPO.md 3.2 R): a reward on turn 0 credits turn 0's tokens only, by group."""
+    """discounted_return: a reward on turn 0 credits turn 0's tokens only, by group.
+
+    The scheme is docs/algorithm.md#per-turn-schemes.
+    """
     [group] = make_groups(tiny_lm, [[0.0, 0.0]], turns=2)
     for episode, turn_rewards in zip(group, ([1.0, 0.0], [0.0, 0.0])):
         for turn, reward in zip(episode.turns, turn_rewards):

@@ -1,7 +1,8 @@
 """Batched token sampling with SGLang's logprob semantics.
 
 The returned logprob of a sampled token is ``log(softmax(logits.float() / T))`` over the full vocabulary
-(greedy rows, T=0, use T=1); top-k/top-p filter only a copy used to draw the sample (SGLANG.md §3).
+(greedy rows, T=0, use T=1); top-k/top-p filter only a copy used to draw the sample
+(docs/engines.md#what-an-engines-logprobs-mean).
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ def sample_tokens(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row; returns (token ids ``[B]``, their float32 logprobs ``[B]``).
 
-    The logprob is ``log(softmax(logits / T)[token])``, SGLang's own computation (SGLANG.md §3); a token
-    whose probability is too small for that to be exact (below 1e-30) gets ``log_softmax`` instead.
+    The logprob is ``log(softmax(logits / T)[token])``, SGLang's own computation
+    (docs/engines.md#what-an-engines-logprobs-mean); a token whose probability is too small for that to be
+    exact (below 1e-30) gets ``log_softmax`` instead.
     """
     logits_bv = logits_bv.float()
     device = logits_bv.device

@@ -7,8 +7,9 @@ shapes, bf16) one RMSNorm row took 1.9 µs against 12.4 µs as torch ops, a resi
 and decode attention over 24 rows x 96 cached tokens 40 µs against 138 µs in PyTorch's SDPA
 (docs/results/memory-and-speed.md). The lean forward uses them when they load here (``kernels_problem``).
 
-The package is not on PyPI for CPU: ``scripts/setup.sh`` installs the wheel kept beside the repository
-(``../shared/sglang-cpu``) where it fits. Only its compiled op library is loaded (``torch.ops.sgl_kernel``);
+The package is not on PyPI for CPU: ``scripts/setup.sh`` installs the wheel from the folder
+``AGENTRL_SGLANG_CPU`` names where it fits (docs/engines.md#sglangs-cpu-kernel-wheel). Only its compiled op
+library is loaded (``torch.ops.sgl_kernel``);
 the package's Python ``__init__`` imports GPU-side modules this process does not need.
 """
 
@@ -67,7 +68,8 @@ def _load() -> str | None:
     if path is None:
         return (
             "SGLang's CPU kernel package (sgl_kernel, the sglang-kernel-cpu wheel) is not installed in this "
-            "environment; scripts/setup.sh installs it from ../shared/sglang-cpu where that folder holds the wheel"
+            "environment; scripts/setup.sh installs it from the folder AGENTRL_SGLANG_CPU names "
+            "(docs/engines.md#sglangs-cpu-kernel-wheel)"
         )
     try:
         torch.ops.load_library(str(path))
