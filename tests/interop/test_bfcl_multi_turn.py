@@ -15,6 +15,7 @@ from bfcl_harness import play, reference, require_bfcl
 from gymnasium.utils.env_checker import check_env
 
 from agentrl.env.registry import make_env
+from agentrl.errors import PreflightError
 from agentrl.tools.toolcall import format_tool_call
 from envs.interop.bfcl.env import BfclMultiTurnEnv
 from envs.interop.bfcl.tasks import CATEGORIES, in_split
@@ -52,6 +53,13 @@ def test_env_passes_check_env(env: BfclMultiTurnEnv) -> None:
     messages, info = env.reset(options={"task_id": "multi_turn_base_0"})
     assert messages[0]["role"] == "system" and '"name": "mkdir"' in messages[0]["content"]
     assert messages[1]["role"] == "user" and info == {"task_id": "multi_turn_base_0"}
+
+
+def test_preflight_names_bfcl_and_a_missing_venv_names_the_fix(env: BfclMultiTurnEnv, tmp_path: Path) -> None:
+    assert env.preflight() == [f"bfcl-eval 2026.3.23 ({env.bridge.python}): 800 all entries"]
+    missing = make_env("agentrl/BFCL-MultiTurn-v0", python=str(tmp_path / "no-venv" / "python"))
+    with pytest.raises(PreflightError, match="scripts/setup_bfcl.sh"):
+        missing.preflight()
 
 
 def test_reward_equals_bfcl_checker_entry_by_entry(env: BfclMultiTurnEnv, tmp_path: Path) -> None:

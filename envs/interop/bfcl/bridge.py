@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import AgentRLError, PreflightError
+from envs.interop.bfcl.worker import PROTOCOL
 
 REPO = Path(__file__).resolve().parents[3]
 WORKER = Path(__file__).resolve().with_name("worker.py")
@@ -63,6 +64,11 @@ class BfclBridge:
             cwd=tempfile.gettempdir(),  # BFCL writes nothing for these ops; never into the caller's directory
         )
         self.hello = self._exchange({"op": "hello"})
+        if self.hello.get("protocol") != PROTOCOL:
+            self.close()
+            raise BfclError(
+                f"the BFCL worker speaks protocol {self.hello.get('protocol')}, not {PROTOCOL}: stale .pyc?"
+            )
         return self._proc
 
     def request(self, op: str, **fields: Any) -> dict[str, Any]:
