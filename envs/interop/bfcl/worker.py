@@ -39,6 +39,8 @@ class Episode:
         self.hidden = {doc["name"] for docs in entry.get("missed_function", {}).values() for doc in docs}
         self.tools = tools
         self.decoded: list[list[list[str]]] = []  # per turn, per step: the call strings executed
+        self.verdicts: list[bool] = []  # the checker's verdict on turns 0..t, per ended turn t
+        self.error: dict[str, str] | None = None  # the checker's first failure
 
     @property
     def model_name(self) -> str:
@@ -71,6 +73,7 @@ class Worker:
         self.entries: dict[str, dict[str, Any]] = {}
         self.truth: dict[str, list[list[str]]] = {}
         self.episodes: dict[str, Episode] = {}
+        self.loaded: set[str] = set()
         self.counter = 0
 
     def op_hello(self) -> dict[str, Any]:
@@ -79,8 +82,9 @@ class Worker:
         return {"protocol": PROTOCOL, "bfcl_eval": version("bfcl-eval"), "max_steps": self.max_steps}
 
     def _load(self, category: str) -> None:
-        if any(key.rsplit("_", 1)[0] == category for key in self.entries):
+        if category in self.loaded:
             return
+        self.loaded.add(category)
         for entry in self.load_entries(category):
             self.entries[entry["id"]] = entry
         for row in self.load_truth(category):
@@ -204,13 +208,13 @@ class Worker:
         return {"results": results, "executed": executed}
 
     def op_check(self, episode: str) -> dict[str, Any]:
-        """BFCL's checker on the turns opened so far: the verdict after each of them, and the checker's result."""
+        """BFCL's checker on the turns opened so far (earlier turns' verdicts were checked when they ended)."""
         state = self.episodes[episode]
-        verdicts, result = [], {"valid": True}
-        for upto in range(1, len(state.decoded) + 1):
+        for upto in range(len(state.verdicts) + 1, len(state.decoded) + 1):
             result = self.grade(state.entry, state.ground_truth[:upto], state.decoded[:upto])
-            verdicts.append(bool(result["valid"]))
-        return {"verdicts": verdicts, "error": _error_of(result), "decoded": state.decoded}
+            state.verdicts.append(bool(result["valid"]))
+            state.error = state.error or _error_of(result)
+        return {"verdicts": state.verdicts, "error": state.error, "decoded": state.decoded}
 
     def grade(self, entry: dict[str, Any], truth: list[list[str]], decoded: list[list[list[str]]]) -> dict[str, Any]:
         """``multi_turn_checker`` under a name no other check shares; its instances are dropped after."""
