@@ -15,6 +15,7 @@ if [ -f scripts/docker_setup.sh ]; then
   fi
 fi
 bash scripts/setup_thirdparty.sh  # outside components for tests/interop/thirdparty (own venvs, cached)
+bash scripts/setup_bfcl.sh || { [ "${CI:-}" = "true" ] && exit 1; echo "[test] BFCL set-up failed: tests/interop/test_bfcl*.py will be skipped" >&2; }
 eval "$(.venv/bin/python -m agentrl.util.openmp_env)"  # the agentrl command's OpenMP wait policy
 # Lint and format first: a style failure fails the suite (config: pyproject.toml [tool.ruff]).
 .venv/bin/ruff check .
