@@ -58,7 +58,7 @@ def test_train_runs_two_steps(long_tiny_model: Path, tmp_path: Path) -> None:
     argv = ["train", str(CONFIG), *tiny_overrides(long_tiny_model, tmp_path)]
     overrides = [
         "trainer.steps=2",
-        "trainer.save_every=2",
+        "trainer.checkpoint_every_steps=2",
         "trainer.gradient_checkpointing=false",
         "rollout.group_size=2",
         "rollout.prompts_per_step=1",
