@@ -1,0 +1,91 @@
+"""``agentrl train --dry-run`` checks beyond the model, engine and one training turn: the evaluation envs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentrl.cli.main import main
+from agentrl.errors import PreflightError
+from agentrl.job.loader import load_config
+from agentrl.trainer.dry_run_checks import check_eval_splits
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SPLIT_ENVS = '''
+"""Two envs with held-out splits: one keeps them in a dict, one types its split as a Literal."""
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agentrl.env import MultiTurnEnv, user
+
+QUESTIONS = {"train": ["q0", "q1"], "test_instances": ["q2"]}
+
+
+class DictSplits(MultiTurnEnv):
+    """Splits in a dict: an unknown one raises KeyError."""
+
+    def __init__(self, split: str = "train") -> None:
+        self.questions = QUESTIONS[split]
+
+    def task_ids(self) -> list[str]:
+        return list(self.questions)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return [user("?")], {"task_id": self.choose_task_id(options, self.task_ids(), "DictSplits")}
+
+    def step(self, action):
+        return [], 0.0, True, False, {}
+
+
+class TypedSplitsConfig(BaseModel):
+    """Kwargs of TypedSplits."""
+
+    split: Literal["train", "test_instances"] = Field("train", description="Task split.")
+
+
+class TypedSplits(DictSplits):
+    """Splits typed as a Literal."""
+
+    config_model = TypedSplitsConfig
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(TypedSplitsConfig(**kwargs).split)
+'''
+
+
+def _cfg(tmp_path: Path, model_dir: Path, env_id: str, splits: str):
+    (tmp_path / "split_envs.py").write_text(SPLIT_ENVS, encoding="utf-8")
+    overrides = [f"model.path={model_dir}", f"env.id={env_id}", "env.kwargs={}", f"eval.splits={splits}"]
+    return load_config(ROOT / "configs" / "tiny_debug.yaml", [*overrides, f"logging.run_root={tmp_path}"])
+
+
+def test_a_typo_in_eval_splits_fails_the_dry_run_naming_the_split(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    good = _cfg(tmp_path, tiny_model_dir, "split_envs:DictSplits", "[test_instances]")
+    assert check_eval_splits(good) == ["eval split 'test_instances': env built, 1 tasks"]
+    bad = _cfg(tmp_path, tiny_model_dir, "split_envs:DictSplits", "[test_instance]")
+    with pytest.raises(PreflightError, match=r"eval.splits: env split_envs:DictSplits with split 'test_instance' "):
+        check_eval_splits(bad)
+    typed = _cfg(tmp_path, tiny_model_dir, "split_envs:TypedSplits", "[test_instance]")
+    with pytest.raises(PreflightError, match="the env's splits are train, test_instances. Fix eval.splits"):
+        check_eval_splits(typed)
+
+
+def test_the_dry_run_builds_the_evaluation_envs(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "split_envs.py").write_text(SPLIT_ENVS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = str(ROOT / "configs" / "tiny_debug.yaml")
+    args = ["train", config, f"model.path={tiny_model_dir}", "env.id=split_envs:DictSplits", "env.kwargs={}"]
+    assert main([*args, "eval.splits=[test_instance]", "--dry-run"]) == 2
+    assert "with split 'test_instance' could not be built (KeyError: 'test_instance')" in capsys.readouterr().err
+    assert main([*args, "eval.splits=[test_instances]", "--dry-run"]) == 0
+    assert "ok: eval split 'test_instances': env built, 1 tasks" in capsys.readouterr().out
