@@ -158,5 +158,9 @@ class LoggingConfig(StrictModel):
     wandb_mode: Literal["auto", "online", "offline", "disabled"] = Field(
         "auto", description="auto: online with an API key, else offline."
     )
-    progress: bool = Field(True, description="Show the rich progress bar with live metrics.")
+    progress: bool = Field(
+        True,
+        description="Show the rich progress bar with live metrics when stdout is a terminal; elsewhere (a log "
+        "file), or when false, one full line per step.",
+    )
     plot_every: int = Field(1, ge=1, description="Refresh the PNG plots every N steps.")

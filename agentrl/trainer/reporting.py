@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,20 @@ def progress_line(step: int, total: int, m: dict[str, float]) -> str:
             f"stale {100 * m.get('async/stale_dropped_frac', 0.0):.0f}% overlap {m['perf/overlap_s']:.1f}s"
         )
     return line
+
+
+def step_line(step: int, total: int, m: dict[str, float]) -> str:
+    """The whole of one step for a log file (output that is not a terminal, where no live bar shows): the
+    progress line, then the mean turns per episode and where the step's seconds went."""
+    times = ", ".join(
+        f"{name} {m[key]:.1f} s"
+        for name, key in (("rollout", "rollout/wall_s"), ("update", "train/time_s"), ("sync", "perf/sync_s"))
+        if key in m
+    )
+    return (
+        f"{progress_line(step, total, m)} turns {m.get('episode/turns_mean', 0.0):.1f} "
+        f"time {m.get('perf/step_s', 0.0):.1f} s" + (f" ({times})" if times else "")
+    )
 
 
 def step_notes(step: int, m: dict[str, float]) -> list[str]:
@@ -88,7 +103,9 @@ class RunReporter:
             text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.history)
             write_text_durably(run_dir / METRICS_FILE, text)  # a kill mid-rewrite must not truncate the history
         self._wandb = self._init_wandb(config) if enabled else None
-        self._progress, self._task = self._init_progress(start_step) if enabled and cfg.progress else (None, None)
+        # the live bar only on a terminal: redirected to a file it shows one line, cut at 80 columns, at the end
+        live = enabled and cfg.progress and sys.stdout.isatty()
+        self._progress, self._task = self._init_progress(start_step) if live else (None, None)
 
     def _init_wandb(self, config: dict[str, Any]) -> Any:
         mode = self.cfg.wandb_mode
@@ -136,6 +153,8 @@ class RunReporter:
                 print(f"[train] {note}", flush=True)
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
+        else:  # a log file or progress: false: one full line per step, never cut
+            print(f"[train] {step_line(step, self.total, metrics)}", flush=True)
         if plot:
             self.plot(step)
 

@@ -182,3 +182,31 @@ def test_progress_line_shows_the_live_metrics() -> None:
     assert line == (
         "step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 25% 412 tok/s"
     )
+
+
+def test_a_redirected_log_gets_one_full_line_per_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentrl.config.sections import LoggingConfig
+    from agentrl.trainer.reporting import RunReporter
+
+    metrics = {
+        "episode/reward_mean": 0.41,
+        "episode/success_rate": 0.38,
+        "episode/turns_mean": 2.25,
+        "train/clip_frac_seq": 0.019,
+        "perf/tokens_per_s": 412,
+        "perf/step_s": 12.34,
+        "rollout/wall_s": 8.1,
+        "train/time_s": 3.2,
+        "perf/sync_s": 0.21,
+    }
+    cfg = LoggingConfig(run_root=str(tmp_path), progress=True, wandb_mode="disabled", plot_every=100)
+    reporter = RunReporter(tmp_path, cfg, 40, config={})  # stdout is pytest's capture: not a terminal
+    reporter.log(1, metrics, plot=False)
+    reporter.log(2, metrics, plot=False)
+    reporter.close()
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[train] step")]
+    assert [line.split(" reward")[0] for line in lines] == ["[train] step 1/40", "[train] step 2/40"]
+    assert lines[0].endswith(
+        "clip 1.9% |log s| 0e+00 partial 0 (<=0 behind) dropped 0% 412 tok/s turns 2.2 time 12.3 s "
+        "(rollout 8.1 s, update 3.2 s, sync 0.2 s)"
+    )
