@@ -13,7 +13,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.config.sections import LoggingConfig
+from agentrl.trainer.dry_run_checks import first_step_clip_note
 from agentrl.trainer.plots import write_plots
 from agentrl.util.disk import write_text_durably
 
@@ -102,6 +104,9 @@ class RunReporter:
         if enabled:  # steps after the checkpoint will be redone: drop them so the file equals an uninterrupted run's
             text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.history)
             write_text_durably(run_dir / METRICS_FILE, text)  # a kill mid-rewrite must not truncate the history
+        algorithm = config.get("algorithm")
+        self._proximal = AlgorithmConfig.model_validate(algorithm).off_policy.proximal if algorithm else "?"
+        self._logged_a_step = False  # the first step of this job checks how much the loss clipped
         self._wandb = self._init_wandb(config) if enabled else None
         # the live bar only on a terminal: redirected to a file it shows one line, cut at 80 columns, at the end
         live = enabled and cfg.progress and sys.stdout.isatty()
@@ -146,7 +151,11 @@ class RunReporter:
         if not self.enabled:
             return
         self.log_extra(step, metrics)
-        for note in step_notes(step, metrics):
+        notes = step_notes(step, metrics)
+        if not self._logged_a_step:
+            self._logged_a_step = True
+            notes += filter(None, [first_step_clip_note(step, metrics, self._proximal)])
+        for note in notes:
             if self._progress is not None:  # printed above the live bar
                 self._progress.console.print(f"[train] {note}", markup=False, highlight=False)
             else:

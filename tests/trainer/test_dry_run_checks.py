@@ -89,3 +89,50 @@ def test_the_dry_run_builds_the_evaluation_envs(
     assert "with split 'test_instance' could not be built (KeyError: 'test_instance')" in capsys.readouterr().err
     assert main([*args, "eval.splits=[test_instances]", "--dry-run"]) == 0
     assert "ok: eval split 'test_instances': env built, 1 tasks" in capsys.readouterr().out
+
+
+def test_the_defaults_are_the_bundled_configs_and_a_clipping_combination_is_warned_of(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentrl.trainer.dry_run_checks import clip_risk_warnings
+
+    quickstart = load_config(ROOT / "configs" / "quickstart.yaml", [f"model.path={tiny_model_dir}"])
+    plain = load_config(
+        ROOT / "configs" / "tiny_debug.yaml", [f"model.path={tiny_model_dir}", "rollout.partial_rollout=true"]
+    )
+    assert plain.algorithm.proximal is None and plain.algorithm.is_correction is None  # nothing set: the defaults
+    assert plain.algorithm.off_policy == quickstart.algorithm.off_policy  # ... are what the project trains with
+    assert clip_risk_warnings(plain) == [] and clip_risk_warnings(quickstart) == []
+    behaviour = plain.model_copy(update={"algorithm": plain.algorithm.model_copy(update={"proximal": "behaviour"})})
+    (warning,) = clip_risk_warnings(behaviour)
+    assert warning.startswith("warning: proximal 'behaviour' with stale samples") and "recompute_stale" in warning
+    bf16 = behaviour.model_copy(update={"rollout": behaviour.rollout.model_copy(update={"partial_rollout": False})})
+    bf16 = bf16.model_copy(update={"model": bf16.model.model_copy(update={"dtype": "bfloat16"})})
+    (warning,) = clip_risk_warnings(bf16)
+    assert "does not compute what the update does" in warning
+    config = str(ROOT / "configs" / "tiny_debug.yaml")
+    args = ["train", config, f"model.path={tiny_model_dir}", f"logging.run_root={tmp_path}", "--dry-run"]
+    assert main([*args, "rollout.partial_rollout=true", "algorithm.proximal=behaviour"]) == 0
+    assert "[train] warning: proximal 'behaviour' with stale samples" in capsys.readouterr().out
+    assert main([*args, "rollout.partial_rollout=true"]) == 0
+    assert "warning: proximal" not in capsys.readouterr().out
+
+
+def test_the_first_step_says_when_the_loss_clipped_most_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentrl.config.sections import LoggingConfig
+    from agentrl.trainer.reporting import RunReporter
+
+    cfg = LoggingConfig(run_root=str(tmp_path), progress=False, wandb_mode="disabled", plot_every=100)
+    config = {"algorithm": {"proximal": "behaviour"}}
+    reporter = RunReporter(tmp_path, cfg, 3, config=config)
+    reporter.log(1, {"train/clip_frac_token": 0.333, "train/optimizer_steps": 1.0}, plot=False)
+    reporter.log(2, {"train/clip_frac_token": 0.333, "train/optimizer_steps": 1.0}, plot=False)
+    out = capsys.readouterr().out
+    assert out.count("clipped 33% of the trained tokens") == 1  # once, at the job's first step
+    assert "warning: step 1 clipped 33% of the trained tokens (train/clip_frac_token, proximal 'behaviour')" in out
+    assert "set algorithm.proximal: recompute_stale" in out
+    quiet = RunReporter(tmp_path, cfg, 3, config={"algorithm": {}})
+    quiet.log(1, {"train/clip_frac_token": 0.02, "train/optimizer_steps": 1.0}, plot=False)
+    assert "clipped" not in capsys.readouterr().out
