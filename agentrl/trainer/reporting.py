@@ -73,6 +73,15 @@ def step_notes(step: int, m: dict[str, float]) -> list[str]:
     return notes
 
 
+def wandb_sync_hint(run_dir: Path) -> str:
+    """The command that uploads every job of an offline run: each job (a resume, a job after a kill) writes its
+    own ``wandb/offline-run-*`` folder under the one run id, and ``wandb sync`` takes them all."""
+    return (
+        f"wandb is offline; to upload every job of this run (resumes and killed jobs included): "
+        f"wandb sync {run_dir / 'wandb'}/offline-run-*"
+    )
+
+
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """Every step record of ``metrics.jsonl`` (empty when absent); a torn last line is ignored."""
     path = run_dir / METRICS_FILE
@@ -126,7 +135,7 @@ class RunReporter:
             id_file = self.run_dir / "wandb_id"
             run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
             id_file.write_text(run_id)
-            return wandb.init(
+            run = wandb.init(
                 project=self.cfg.wandb_project,
                 dir=str(self.run_dir),
                 mode=mode,
@@ -138,6 +147,9 @@ class RunReporter:
         except Exception as exc:  # wandb failing (no service, bad key) must not stop training; metrics.jsonl has it all
             warnings.warn(f"wandb disabled for this run: {exc}", stacklevel=2)
             return None
+        if mode == "offline":  # said now, so a killed job has said it too; every job of the run adds a folder
+            print(f"[train] {wandb_sync_hint(self.run_dir)}", flush=True)
+        return run
 
     def _init_progress(self, start_step: int) -> tuple[Any, Any]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -192,4 +204,7 @@ class RunReporter:
         if self._progress is not None:
             self._progress.stop()
         if self._wandb is not None:
+            offline = self._wandb.settings.mode == "offline"
             self._wandb.finish()
+            if offline:  # after wandb's own hint, which names only this job's folder
+                print(f"[train] {wandb_sync_hint(self.run_dir)}", flush=True)

@@ -210,3 +210,33 @@ def test_a_redirected_log_gets_one_full_line_per_step(tmp_path: Path, capsys: py
         "clip 1.9% |log s| 0e+00 partial 0 (<=0 behind) dropped 0% 412 tok/s turns 2.2 time 12.3 s "
         "(rollout 8.1 s, update 3.2 s, sync 0.2 s)"
     )
+
+
+def test_an_offline_run_prints_the_command_that_syncs_every_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import glob
+    import shlex
+
+    from agentrl.config.sections import LoggingConfig
+    from agentrl.trainer.reporting import RunReporter
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = LoggingConfig(run_root=str(tmp_path), progress=False, wandb_mode="offline", plot_every=100)
+    killed = RunReporter(tmp_path, cfg, 2, config={})  # a job killed before it finished: it never reaches close()
+    killed.log(1, {"episode/reward_mean": 0.5}, plot=False)
+    hint = [line for line in capsys.readouterr().out.splitlines() if "wandb sync" in line]
+    assert hint == [
+        f"[train] wandb is offline; to upload every job of this run (resumes and killed jobs included): "
+        f"wandb sync {tmp_path / 'wandb'}/offline-run-*"
+    ]
+    killed._wandb.finish()  # the process a kill would end; the resumed job below starts its own folder
+    resumed = RunReporter(tmp_path, cfg, 2, config={}, start_step=1)
+    resumed.log(2, {"episode/reward_mean": 0.7}, plot=False)
+    resumed.close()
+    out = capsys.readouterr().out
+    assert out.count(hint[0]) == 2  # at the resumed job's start and after its end
+    pattern = shlex.split(hint[0].split(": ", 1)[1])[-1]
+    folders = glob.glob(pattern)
+    assert len(folders) == 2 and len({(tmp_path / "wandb_id").read_text()}) == 1  # both jobs' folders, one run id
