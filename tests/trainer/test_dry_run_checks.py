@@ -136,3 +136,28 @@ def test_the_first_step_says_when_the_loss_clipped_most_tokens(
     quiet = RunReporter(tmp_path, cfg, 3, config={"algorithm": {}})
     quiet.log(1, {"train/clip_frac_token": 0.02, "train/optimizer_steps": 1.0}, plot=False)
     assert "clipped" not in capsys.readouterr().out
+
+
+def test_a_step_that_raises_in_the_dry_run_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    from agentrl.env.contract import CANNED_ACTION, probe_turn
+    from agentrl.errors import EnvContractError
+
+    (tmp_path / "raising_env.py").write_text(
+        "from agentrl.env import MultiTurnEnv, user\n\n\n"
+        "class Raising(MultiTurnEnv):\n"
+        '    """Its step looks a room up that is not there."""\n\n'
+        "    def reset(self, *, seed=None, options=None):\n"
+        "        super().reset(seed=seed)\n"
+        '        return [user("go")], {}\n\n'
+        "    def step(self, action):\n"
+        '        return {"hall": 1}["cellar"]\n'
+    )
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("raising_env", tmp_path / "raising_env.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    with pytest.raises(EnvContractError) as caught:
+        probe_turn(module.Raising(), "t0", 0)
+    where = f'File "{tmp_path / "raising_env.py"}", line 12, in step'
+    assert f"Raising.step({CANNED_ACTION!r}) raised KeyError: 'cellar' ({where})" in str(caught.value)
