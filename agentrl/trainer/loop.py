@@ -294,6 +294,7 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
             elif (
                 dist.is_main
                 and cfg.eval.splits
+                and not stopped
                 and (session.start_step < last_step or after_eval_pending(cfg, run_dir))
             ):
                 after = await evaluate_heldout(session, "after")
