@@ -31,16 +31,13 @@ def _fraction(text: str) -> float:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The warm-up's command line."""
+    from agentrl.trainer.sft import add_sft_arguments
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=ROOT / "models" / "smollm2-135m-instruct")
     parser.add_argument("--out", type=Path, required=True, help="Where the warmed model directory goes.")
     parser.add_argument("--tasks", type=int, default=60, help="Training-split tasks to script (at most).")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=2e-5)
-    parser.add_argument("--batch-tokens", type=int, default=4096)
-    parser.add_argument(
-        "--micro-batch-tokens", type=int, default=1024, help="Padded tokens per forward; 0: the whole batch at once."
-    )
+    add_sft_arguments(parser)
     parser.add_argument(
         "--untrained-drafts", action="store_true", help="Keep the wrong drafts as context only (train the fixes)."
     )
@@ -50,7 +47,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="Fraction of chats that repeat the wrong draft before the fix (0-1).",
     )
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sandbox", default="auto", help="Sandbox kind the chats are played in (auto/docker/process).")
     return parser.parse_args(argv)
 
@@ -88,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from agentrl.chat import ChatAssembler
     from agentrl.models.loading import load_model, load_tokenizer
-    from agentrl.trainer.sft import SftConfig, publish_model, run_sft
+    from agentrl.trainer.sft import SftConfig, progress_line, publish_model, run_sft
 
     torch.manual_seed(args.seed)
     chats, tried, schemas = scripted_chats(
@@ -106,8 +102,8 @@ def main(argv: list[str] | None = None) -> dict:
     )
     began = time.perf_counter()
 
-    def progress(step: int, loss: float) -> None:
-        print(f"[warmup] step {step}: token NLL {loss:.3f} ({time.perf_counter() - began:.0f} s)", flush=True)
+    def progress(step: int, total: int, loss: float) -> None:
+        print(f"[warmup] {progress_line(step, total, loss, time.perf_counter() - began)}", flush=True)
 
     report = run_sft(lm, ChatAssembler(tokenizer, tools=schemas or None), chats, cfg, on_step=progress)
     result = {

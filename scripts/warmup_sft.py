@@ -28,24 +28,28 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# `python scripts/warmup_sft.py --env my_envs:Adventure` puts scripts/ first on the path, not the directory it runs
+# in: add that one too, as the agentrl command does, so the env module beside the user is found
+if str(Path.cwd()) not in sys.path:
+    sys.path.append(str(Path.cwd()))
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The module docstring as written, and every option's default after its help."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The warm-up's command line."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from agentrl.trainer.sft import add_sft_arguments
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="The base model directory.")
     parser.add_argument("--chats", type=Path, required=True, help="JSONL: one chat or episode per line.")
     parser.add_argument("--out", type=Path, required=True, help="Where the warmed model directory goes.")
     parser.add_argument("--env", help="Env id or module:Class whose tool schemas go into the prompt.")
     parser.add_argument("--env-kwargs", default="{}", help="JSON object of the env's kwargs (with --env).")
     parser.add_argument("--min-reward", type=float, help="Keep only episodes with final_reward >= this.")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=2e-5)
-    parser.add_argument("--batch-tokens", type=int, default=4096)
-    parser.add_argument(
-        "--micro-batch-tokens", type=int, default=1024, help="Padded tokens per forward; 0: the whole batch at once."
-    )
-    parser.add_argument("--seed", type=int, default=0)
+    add_sft_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from agentrl.chat import ChatAssembler
     from agentrl.models.loading import load_model, load_tokenizer
-    from agentrl.trainer.sft import SftConfig, publish_model, run_sft
+    from agentrl.trainer.sft import SftConfig, progress_line, publish_model, run_sft
 
     torch.manual_seed(args.seed)
     chats = read_chats(args.chats, args.min_reward)
@@ -106,8 +110,8 @@ def main(argv: list[str] | None = None) -> dict:
     )
     began = time.perf_counter()
 
-    def progress(step: int, loss: float) -> None:
-        print(f"[warmup] step {step}: token NLL {loss:.3f} ({time.perf_counter() - began:.0f} s)", flush=True)
+    def progress(step: int, total: int, loss: float) -> None:
+        print(f"[warmup] {progress_line(step, total, loss, time.perf_counter() - began)}", flush=True)
 
     report = run_sft(lm, ChatAssembler(tokenizer, tools=schemas or None), chats, cfg, on_step=progress)
     result = {"base_model": str(args.model), "chats_file": str(args.chats), "env": args.env}
@@ -123,4 +127,9 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from agentrl.errors import AgentRLError
+
+    try:
+        main()
+    except AgentRLError as exc:  # a wrong --env or --env-kwargs: one line naming the fix, not a traceback
+        raise SystemExit(f"warmup_sft.py: error: {exc}") from None

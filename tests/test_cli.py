@@ -58,3 +58,12 @@ def test_errors_print_one_clean_line_not_a_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "agentrl: error: cannot import env module 'no_such_env_module'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_envs_at_80_columns_keeps_every_id_whole_and_every_line_within_80() -> None:
+    result = _agentrl("envs", "--width", "80")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "agentrl/GuessNumber-v0" in lines and "agentrl/CodeExec-v0" in lines  # an id alone on its line
+    assert max(len(line) for line in lines) <= 80
+    assert "  max turns 3; tools: run_python, submit; entry point envs.code_exec:CodeExecEnv" in lines

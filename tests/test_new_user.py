@@ -352,3 +352,209 @@ def test_the_newcomers_adventure_from_a_custom_class_to_a_resume_with_only_the_r
     assert rc == 0, out[-3000:]
     assert _steps(run_dir) == [1, 2, 3, 4]
     assert (run_dir / "plots.png").is_file()
+
+
+# --- The newcomer's SQL analyst (from the docs): a tool env with per-turn rewards, warmed up, dry-run with a typo
+# in an eval split, trained with its output in a file, killed and resumed, then served to the `openai` client.
+
+SQL_ENV = '''
+"""Answer questions about a small SQLite database with a read-only `run_sql` tool, then reply 'Answer: <n>'."""
+
+import re
+import sqlite3
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrl.env import MultiTurnEnv, user
+from agentrl.tools import execute_tool_calls
+from agentrl.tools.toolcall import has_tool_call, parse_tool_calls
+
+SPLITS = {"train": range(0, 12, 2), "test": range(1, 12, 2)}
+
+
+class SqlAnalystConfig(BaseModel):
+    """Constructor kwargs of SqlAnalyst."""
+
+    model_config = ConfigDict(extra="forbid")
+    split: Literal["train", "test"] = Field("train", description="train: even databases, test: odd ones.")
+
+
+class SqlAnalyst(MultiTurnEnv):
+    """Count rows of a generated table; 0.1 for the first valid run_sql call, 1 for the right answer."""
+
+    max_turns = 4
+    config_model = SqlAnalystConfig
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config = SqlAnalystConfig(**kwargs)
+        self.db = sqlite3.connect(":memory:", check_same_thread=False)
+        self.tools = (self.run_sql,)
+        self.paid_call = False
+        self.answer = 0
+
+    def run_sql(self, query: str) -> str:
+        """Run a read-only SQL query on the sales database.
+
+        Args:
+            query: One SELECT statement.
+        """
+        if not query.strip().lower().startswith("select"):
+            return "Error: only SELECT statements are allowed."
+        try:
+            return repr(self.db.execute(query).fetchall()[:20])
+        except sqlite3.Error as exc:
+            return f"Error: {exc}"
+
+    def task_ids(self) -> list[str]:
+        return [f"db{i}" for i in SPLITS[self.config.split]]
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        task_id = self.choose_task_id(options, self.task_ids(), f"SqlAnalyst split {self.config.split!r}")
+        rows = 3 + int(task_id[2:])
+        self.db.execute("DROP TABLE IF EXISTS sales")
+        self.db.execute("CREATE TABLE sales (id INTEGER, amount REAL)")
+        self.db.executemany("INSERT INTO sales VALUES (?, ?)", [(i, 1.5 * i) for i in range(rows)])
+        self.answer, self.paid_call = rows, False
+        return [user("How many rows does the sales table have? Reply 'Answer: <n>'.")], {"task_id": task_id}
+
+    def step(self, action: str):
+        if has_tool_call(action):
+            valid = any(call.ok and call.name == "run_sql" for call in parse_tool_calls(action))
+            credit = 0.1 if valid and not self.paid_call else 0.0  # paid once per episode (the docs' advice)
+            self.paid_call = self.paid_call or valid
+            info = {"reward_components": {"valid_call": credit}}
+            return execute_tool_calls(action, self.tools), credit, False, False, info
+        match = re.search(r"Answer:\\s*(\\d+)", action)
+        correct = match is not None and int(match.group(1)) == self.answer
+        info = {"success": correct, "reward_components": {"correct": float(correct)}}
+        return [], float(correct), True, False, info
+'''
+
+
+def _sql_config(tmp_path: Path, model_dir: Path) -> Path:
+    config = {
+        "model": {"path": str(model_dir), "device": "cpu", "dtype": "float32"},
+        "engine": {"kind": "embedded", "max_batch_size": 8, "max_seq_len": 1024},
+        "env": {"id": "sql_env:SqlAnalyst"},
+        "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 16, "max_episode_tokens": 900},
+        "algorithm": {"turn_advantage": "discounted_return"},
+        "trainer": {"steps": 4, "mini_batches": 1, "checkpoint_every_steps": 1, "checkpoint_every_s": None, "lr": 1e-3},
+        "eval": {"splits": ["test"], "max_tasks": 2},
+        "logging": {"run_root": str(tmp_path / "runs"), "run_name": "sql", "wandb_mode": "disabled"},
+    }
+    path = tmp_path / "sql.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _chat(rows: int) -> dict[str, Any]:
+    call = '<tool_call>\n{"name": "run_sql", "arguments": {"query": "SELECT COUNT(*) FROM sales"}}\n</tool_call>'
+    return {
+        "messages": [
+            {"role": "user", "content": "How many rows does the sales table have? Reply 'Answer: <n>'."},
+            {"role": "assistant", "content": call},
+            {"role": "tool", "name": "run_sql", "content": f"[({rows},)]"},
+            {"role": "assistant", "content": f"Answer: {rows}"},
+        ]
+    }
+
+
+def _serve(tmp_path: Path, model: Path, port: int) -> subprocess.Popen[str]:
+    command = ["serve", "--model", str(model), "--port", str(port), "--device", "cpu", "--max-seq-len", "1024"]
+    return _agentrl(tmp_path, *command)
+
+
+@pytest.mark.slow
+def test_the_newcomers_sql_analyst_from_the_docs_to_the_openai_client(tiny_model_dir: Path, tmp_path: Path) -> None:
+
+    import openai
+
+    (tmp_path / "sql_env.py").write_text(SQL_ENV, encoding="utf-8")
+    # Warm-up: the working directory's env found by the script, progress as step k/N with an ETA.
+    (tmp_path / "chats.jsonl").write_text("".join(json.dumps(_chat(rows)) + "\n" for rows in (3, 5, 7)))
+    warm = tmp_path / "warm"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "warmup_sft.py"),
+            "--model",
+            str(tiny_model_dir),
+            "--chats",
+            "chats.jsonl",
+            "--env",
+            "sql_env:SqlAnalyst",
+            "--out",
+            str(warm),
+            "--epochs",
+            "2",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[warmup] step 2/2: token NLL" in done.stdout and "ETA" in done.stdout
+    config = _sql_config(tmp_path, warm)
+
+    # A typo in an eval split fails the dry run, naming the valid splits; the right one passes with no warning.
+    rc, out = _finish(_agentrl(tmp_path, "train", config.name, "eval.splits=[tset]", "--dry-run"))
+    assert rc == 2 and "eval.splits: env sql_env:SqlAnalyst with split 'tset' could not be built" in out, out
+    assert "the env's splits are train, test" in out
+    rc, out = _finish(_agentrl(tmp_path, "train", config.name, "--dry-run"))
+    assert rc == 0 and "ok: eval split 'test': env built, 6 tasks" in out and "warning:" not in out, out
+
+    # Training with its output in a file: one full line per step; killed after a checkpoint, resumed to the end.
+    run_dir, log = tmp_path / "runs" / "sql", tmp_path / "train.log"
+    proc = _agentrl(tmp_path, "train", config.name, log=log)
+    _wait_for(lambda: (run_dir / "checkpoints" / "latest").exists(), proc, "the first checkpoint")
+    proc.kill()
+    proc.wait(timeout=60)
+    assert proc.returncode == -9
+    rc, _ = _finish(_agentrl(tmp_path, "train", "--resume", str(run_dir), log=log))
+    text = log.read_text()
+    assert rc == 0, text[-3000:]
+    assert _steps(run_dir) == [1, 2, 3, 4]
+    step_lines = [line for line in text.splitlines() if line.startswith("[train] step 4/4 reward")]
+    assert len(step_lines) == 1 and " turns " in step_lines[0] and " tok/s " in step_lines[0]
+    assert "(rollout " in step_lines[0] and "…" not in text
+    assert "[eval before] test:" in text and "[eval after] test:" in text  # before the kill, after the resume
+
+    # The latest checkpoint served to the official openai client, plain and streamed.
+    port = _free_port()
+    server = _serve(tmp_path, run_dir / "checkpoints" / "latest", port)
+    try:
+        _wait_for(lambda: _healthy(port), server, "agentrl serve", timeout=180)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "How many rows does the sales table have?"}]
+        reply = client.chat.completions.create(model="sql", messages=messages, max_tokens=12, temperature=0)
+        stream = client.chat.completions.create(
+            model="sql", messages=messages, max_tokens=12, temperature=0, stream=True
+        )
+        streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        assert streamed == reply.choices[0].message.content and reply.usage.completion_tokens > 0
+    finally:
+        server.terminate()
+        out = server.communicate(timeout=60)[0]
+    latest = (run_dir / "checkpoints" / "latest").read_text().strip()
+    assert f"[serve] model directory: {run_dir / 'checkpoints' / latest / 'model'}" in out
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _healthy(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+            return True
+    except OSError:
+        return False

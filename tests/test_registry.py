@@ -164,3 +164,44 @@ def test_envs_listing_names_a_tool_no_schema_describes(tmp_path: Path, monkeypat
     finally:
         gym.registry.pop("mine/Rooms-v0")
         sys.modules.pop("room_envs")
+
+
+def test_listing_survives_an_entry_point_whose_module_registers_more_envs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `agentrl envs --import lazy_pkg`: the registered entry point is a string, so listing imports lazy_pkg_impl,
+    # which registers two more envs while the listing walks the registry (it raised "dictionary changed size").
+    (tmp_path / "lazy_pkg.py").write_text(
+        'from agentrl.env.registry import register_env\nregister_env("lazy/A-v0", entry_point="lazy_pkg_impl:A")\n'
+    )
+    (tmp_path / "lazy_pkg_impl.py").write_text(
+        textwrap.dedent('''
+        """Envs whose import registers siblings."""
+        from agentrl.env import MultiTurnEnv, user
+        from agentrl.env.registry import register_env
+
+        class A(MultiTurnEnv):
+            """Env A."""
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                return [user("a")], {}
+
+            def step(self, action):
+                return [], 0.0, True, False, {}
+
+        class B(A):
+            """Env B."""
+
+        for i in range(2):
+            register_env(f"lazy/B{i}-v0", entry_point=B)
+    ''')
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        ids = [info.id for info in list_envs(["lazy_pkg"])]
+        assert {"lazy/A-v0", "lazy/B0-v0", "lazy/B1-v0"} <= set(ids)
+    finally:
+        for env_id in ("lazy/A-v0", "lazy/B0-v0", "lazy/B1-v0"):
+            gym.registry.pop(env_id, None)
+        sys.modules.pop("lazy_pkg", None)
+        sys.modules.pop("lazy_pkg_impl", None)

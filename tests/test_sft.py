@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,63 @@ def test_the_generic_warmup_script_trains_any_envs_chats(tiny_model_dir: Path, t
     chats.write_text('{"text": "no messages"}\n')
     bad = subprocess.run([*cmd[:5], str(chats), *cmd[6:]], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and f'{chats}:1: no "messages" list' in bad.stderr
+
+
+TOOL_ENV = '''
+"""A tool env beside the user's chats (not on any import path but the working directory)."""
+from agentrl.env import MultiTurnEnv, user
+
+
+class Lookup(MultiTurnEnv):
+    """Look a word up."""
+
+    max_turns = 2
+
+    def __init__(self) -> None:
+        self.tools = (self.lookup,)
+
+    def lookup(self, word: str) -> str:
+        """Define a word.
+
+        Args:
+            word: The word.
+        """
+        return word
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return [user("Define 'cat'.")], {"task_id": "t0"}
+
+    def step(self, action):
+        return [], 0.0, True, False, {}
+'''
+
+
+def test_the_warmup_finds_the_env_in_the_working_directory_and_shows_step_k_of_n(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "my_envs.py").write_text(TOOL_ENV, encoding="utf-8")
+    chat = {"messages": [{"role": "user", "content": "Define 'cat'."}, {"role": "assistant", "content": "A pet."}]}
+    (tmp_path / "chats.jsonl").write_text(json.dumps(chat) + "\n")
+    script = ROOT / "scripts" / "warmup_sft.py"
+    cmd = [sys.executable, str(script), "--model", str(tiny_model_dir), "--chats", "chats.jsonl", "--out", "warm"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [*cmd, "--env", "my_envs:Lookup", "--epochs", "2"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 tool schemas in the prompt" in done.stdout
+    steps = [line for line in done.stdout.splitlines() if line.startswith("[warmup] step ")]
+    assert [line.split(":")[0] for line in steps] == ["[warmup] step 1/2", "[warmup] step 2/2"]
+    assert all(", ETA " in line for line in steps) and steps[-1].endswith("ETA 0:00)")
+    wrong = subprocess.run([*cmd, "--env", "my_env:Lookup"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
+    assert (
+        "warmup_sft.py: error: cannot import module 'my_env'" in wrong.stderr
+        and "run it where my_env.py is" in wrong.stderr
+    )
+    shown = subprocess.run([sys.executable, str(script), "--help"], env=env, capture_output=True, text=True)
+    text = " ".join(shown.stdout.split())
+    assert "--epochs EPOCHS Passes over the chats. (default: 2)" in text
+    assert "--lr LR AdamW learning rate (constant). (default: 2e-05)" in text
+    assert "--batch-tokens BATCH_TOKENS Tokens per optimizer step" in text and "(default: 4096)" in text

@@ -13,7 +13,14 @@ from pydantic import BaseModel, Field, SerializeAsAny, field_validator
 from pydantic_core import PydanticCustomError
 
 from agentrl.algos.loss_base import LOSSES
-from agentrl.algos.offpolicy_config import ISCorrection, NoCorrection, OffPolicy, Proximal
+from agentrl.algos.offpolicy_config import (
+    RECOMPUTED_PROXIMAL,
+    ISCorrection,
+    NoCorrection,
+    OffPolicy,
+    Proximal,
+    TruncatedIS,
+)
 from agentrl.algos.scheme_base import SCHEMES
 from agentrl.config.base import StrictModel
 from agentrl.config.plugins import PluginRegistry, PluginSettings, refuse_name_tag
@@ -72,14 +79,18 @@ class AlgorithmConfig(StrictModel):
         description="Decoupled objective (docs/algorithm.md#the-decoupled-objective): the clip's policy. "
         "behaviour (the engine's logprobs), "
         "recompute (a no-grad trainer forward at the step start), recompute_stale (that forward only for rows with "
-        "tokens of older weights; for an engine matching the trainer, as the embedded float32 one) or interpolate "
-        "(b + lag/(lag+1) (sg[current] - b) per token, no pass). None follows old_logprobs (engine: behaviour).",
+        "tokens of older weights; for an engine matching the trainer, as the embedded float32 one, and every row "
+        "otherwise) or interpolate (b + lag/(lag+1) (sg[current] - b) per token, no pass). None follows "
+        "old_logprobs: engine -> recompute_stale (the bundled configs' choice: carried partial rollouts are one "
+        "version old, far outside GSPO's band against their own policy), recompute -> recompute.",
     )
-    is_correction: ISCorrection = Field(
-        default_factory=NoCorrection,
+    is_correction: ISCorrection | None = Field(
+        None,
         description="Importance correction between the proximal and the behaviour policy: none, or a mapping "
         "{kind: tis, cap: 2.0} (truncated IS) or {kind: mis, low: 0.5, high: 5.0} (masked IS, IcePop-style), each "
-        "with level: token | sequence (default: the loss's own, sequence for gspo/gspo_token, token for grpo).",
+        "with level: token | sequence (default: the loss's own, sequence for gspo/gspo_token, token for grpo). "
+        "None: {kind: tis, cap: 2.0} where the proximal is a recompute of engine logprobs (the bundled configs' "
+        "choice), else none.",
     )
 
     plugin_fields: ClassVar[frozenset[str]] = frozenset({"loss", "turn_advantage"})
@@ -120,9 +131,14 @@ class AlgorithmConfig(StrictModel):
 
     @property
     def off_policy(self) -> OffPolicy:
-        """The effective decoupled-objective settings (``proximal`` None follows ``old_logprobs``)."""
-        default = "recompute" if self.old_logprobs == "recompute" else "behaviour"
-        return OffPolicy(proximal=self.proximal or default, is_correction=self.is_correction)
+        """The effective decoupled-objective settings: ``proximal`` None follows ``old_logprobs``, ``is_correction``
+        None follows the proximal (truncated IS over a recompute of engine logprobs, as the bundled configs)."""
+        proximal = self.proximal or ("recompute" if self.old_logprobs == "recompute" else "recompute_stale")
+        correction = self.is_correction
+        if correction is None:
+            weighted = self.old_logprobs == "engine" and proximal in RECOMPUTED_PROXIMAL
+            correction = TruncatedIS() if weighted else NoCorrection()
+        return OffPolicy(proximal=proximal, is_correction=correction)
 
     @classmethod
     def plugin_model(cls, field: str, value: Any) -> type[BaseModel] | None:
@@ -142,6 +158,16 @@ class AlgorithmConfig(StrictModel):
                     f"{self.audit_every} audits engine logprobs, but old_logprobs 'recompute' already replaces them "
                     "and logs the mismatch every step (mismatch/*)",
                     "set algorithm.audit_every: 0, or old_logprobs: engine",
+                )
+            )
+        elif self.audit_every and self.off_policy.recomputes:
+            problems.append(
+                Problem(
+                    "algorithm.audit_every",
+                    f"{self.audit_every} audits the engine logprobs the clip is taken against, but proximal "
+                    f"{self.off_policy.proximal!r} takes it against a trainer recompute, which logs the mismatch of "
+                    "the rows it recomputes (mismatch/*)",
+                    "set algorithm.audit_every: 0, or proximal: behaviour to audit the engine's logprobs",
                 )
             )
         return problems

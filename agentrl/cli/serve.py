@@ -14,6 +14,7 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.engines.embedded.engine import EmbeddedEngine
     from agentrl.engines.factory import resolve_device_dtype
     from agentrl.serve.server import serve
+    from agentrl.trainer.checkpoint import model_dir_of
 
     if args.threads:
         import torch
@@ -27,8 +28,11 @@ def run(args: argparse.Namespace) -> int:
         prefix_cache_tokens=args.prefix_cache_tokens,
         share_prefixes=not args.no_prefix_sharing,
     )
-    device, dtype = resolve_device_dtype(ModelConfig(path=args.model, device=args.device, dtype=args.dtype))
-    engine = EmbeddedEngine.from_pretrained(args.model, config=engine_cfg, device=device, dtype=dtype)
+    model = str(model_dir_of(args.model))
+    if model != args.model:
+        print(f"[serve] model directory: {model}", flush=True)
+    device, dtype = resolve_device_dtype(ModelConfig(path=model, device=args.device, dtype=args.dtype))
+    engine = EmbeddedEngine.from_pretrained(model, config=engine_cfg, device=device, dtype=dtype)
     try:
         asyncio.run(serve(engine, args.host, args.port))
     except KeyboardInterrupt:
@@ -44,7 +48,12 @@ def register(subparsers: Any) -> None:
         description="Serve a Hugging Face model directory with the embedded engine behind SGLang's native /generate "
         "API subset.",
     )
-    parser.add_argument("--model", required=True, help="Hugging Face model directory")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="Hugging Face model directory, or a training run's directory or RUN_DIR/checkpoints/latest (its latest "
+        "checkpoint's model)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     parser.add_argument("--port", type=int, default=30000, help="port (SGLang's default: 30000)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")

@@ -96,6 +96,10 @@ def run_command(args: argparse.Namespace) -> int:
             print(f"[train] {label}{line}")
         print("[train] dry run passed: nothing was trained")
         return 0
+    from agentrl.trainer.dry_run_checks import clip_risk_warnings
+
+    for line in clip_risk_warnings(cfg):  # said before the model loads; the first step adds what it measured
+        print(f"[train] {line}", flush=True)
     name = Path(config).stem if config else Path(args.resume).name
     run_dir = train(cfg, config_name=name, resume=args.resume)
     print(f"[train] run directory: {run_dir}", flush=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from agentrl.config.foreign_names import foreign_key_hint
 from agentrl.errors import ConfigError, did_you_mean
 
 _MISSING = object()
@@ -78,7 +79,9 @@ def _one_problem(error: dict[str, Any], model: type[BaseModel] | None, prefix: s
     if error["type"] == "extra_forbidden":
         known = sorted(owner.model_fields) if owner is not None else []
         hint_of = getattr(owner, "unknown_key_hint", None)
-        hint = (hint_of(str(loc[-1])) if callable(hint_of) else "") or did_you_mean(str(loc[-1]), known).strip()
+        ours = owner is None or owner.__module__.startswith("agentrl.")  # not an env's own kwargs model
+        hint = (hint_of(str(loc[-1])) if callable(hint_of) else "") or (foreign_key_hint(str(loc[-1])) if ours else "")
+        hint = hint or did_you_mean(str(loc[-1]), known).strip()
         sep = " " if not hint or hint.endswith((".", "?")) else ". "
         fix = f"{hint}{sep}Known keys here: {', '.join(known)}" if known else "remove it"
         shown = f" (value {_describe(value)})" if value is not _MISSING else ""

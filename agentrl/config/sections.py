@@ -135,7 +135,12 @@ class TrainerConfig(StrictModel):
         description="Also checkpoint at the first step boundary this many seconds after the last checkpoint (or the "
         "job's start), so a killed job loses at most about this long plus one step; null: by step count only.",
     )
-    keep_checkpoints: int = Field(2, ge=1, description="How many recent checkpoints to keep.")
+    keep_checkpoints: int = Field(
+        1,
+        ge=1,
+        description="How many recent checkpoints to keep; --resume needs only the latest (each is written whole "
+        "before the previous is removed).",
+    )
     mode: Literal["sync", "async"] = Field(
         "sync",
         description="sync: rollouts, then the update, then the weight sync. async (one step off): step k+1's rollouts "
@@ -166,5 +171,9 @@ class LoggingConfig(StrictModel):
     wandb_mode: Literal["auto", "online", "offline", "disabled"] = Field(
         "auto", description="auto: online with an API key, else offline."
     )
-    progress: bool = Field(True, description="Show the rich progress bar with live metrics.")
+    progress: bool = Field(
+        True,
+        description="Show the rich progress bar with live metrics when stdout is a terminal; elsewhere (a log "
+        "file), or when false, one full line per step.",
+    )
     plot_every: int = Field(1, ge=1, description="Refresh the PNG plots every N steps.")

@@ -141,6 +141,17 @@ def checked_step(env: Any, value: Any) -> StepReturn:
 CANNED_ACTION = "I am not sure yet."  # any text is a valid action: envs must never raise on model text
 
 
+def raised_at(exc: BaseException) -> str:
+    """'File "/path/my_envs.py", line 42, in _grade': where ``exc`` was raised (the innermost frame)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "no traceback"
+    frame = frames[-1]
+    return f'File "{frame.filename}", line {frame.lineno}, in {frame.name}'
+
+
 def probe_turn(env: Any, task_id: str, seed: int | None) -> str:
     """Reset ``env`` on ``task_id`` and step it once with ``CANNED_ACTION``, checking both returns.
 
@@ -154,7 +165,8 @@ def probe_turn(env: Any, task_id: str, seed: int | None) -> str:
         raise
     except Exception as exc:
         raise EnvContractError(
-            f"{name}.reset(seed={seed}, options={{'task_id': {task_id!r}}}) raised {type(exc).__name__}: {exc}; "
+            f"{name}.reset(seed={seed}, options={{'task_id': {task_id!r}}}) raised {type(exc).__name__}: {exc} "
+            f"({raised_at(exc)}); "
             f"reset must return {RESET_SHAPE}"
         ) from exc
     try:
@@ -163,7 +175,8 @@ def probe_turn(env: Any, task_id: str, seed: int | None) -> str:
         raise
     except Exception as exc:
         raise EnvContractError(
-            f"{name}.step({CANNED_ACTION!r}) raised {type(exc).__name__}: {exc}; step must return {STEP_SHAPE} for any "
+            f"{name}.step({CANNED_ACTION!r}) raised {type(exc).__name__}: {exc} ({raised_at(exc)}); step must "
+            f"return {STEP_SHAPE} for any "
             "text (answer malformed output with a message and a reward, never an exception)"
         ) from exc
     return (

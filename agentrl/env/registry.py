@@ -71,7 +71,14 @@ def import_env_modules(modules: Sequence[str] = ()) -> None:
 
 
 def _multiturn_ids() -> list[str]:
-    return [env_id for env_id, spec in gym.registry.items() if _spec_class(spec) is not None]
+    """Ids of the registered MultiTurnEnv classes. Loading a string entry point imports its module, which may
+    register more envs: walk a snapshot of the registry, again, until a walk adds none."""
+    seen: dict[str, bool] = {}
+    while len(seen) < len(gym.registry):
+        for env_id, spec in list(gym.registry.items()):
+            if env_id not in seen:
+                seen[env_id] = _spec_class(spec) is not None
+    return [env_id for env_id, text_env in seen.items() if text_env]
 
 
 def _spec_class(spec: EnvSpec) -> type[MultiTurnEnv] | None:

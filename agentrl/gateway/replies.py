@@ -9,7 +9,6 @@ whole turn is sampled: the protocol SDKs expect, without incremental tokens.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,22 +70,3 @@ def completion(
         text=cut_at_stop(text, plan.stop),
         call_id=lambda i: f"call_{turn_index}_{i}",
     )
-
-
-def stream_events(body: dict[str, Any], include_usage: bool) -> list[bytes]:
-    """A finished completion as ``chat.completion.chunk`` server-sent events, ending with ``[DONE]``."""
-    choice = body["choices"][0]
-    message = choice["message"]
-    head = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
-
-    chunks = [chunk({"role": "assistant", "content": message["content"] or ""}, logprobs=choice["logprobs"])]
-    if message["tool_calls"]:
-        chunks.append(chunk({"tool_calls": message["tool_calls"]}))
-    chunks.append(chunk({}, choice["finish_reason"]))
-    if include_usage:
-        chunks.append({**head, "choices": [], "usage": body["usage"]})
-    events = [f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode() for c in chunks]
-    return [*events, b"data: [DONE]\n\n"]

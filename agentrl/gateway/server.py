@@ -23,9 +23,9 @@ from aiohttp import web
 
 from agentrl.errors import OpenAIRequestError
 from agentrl.gateway.protocol import plan_chat_request
-from agentrl.gateway.replies import stream_events
 from agentrl.gateway.session import AgentSession
 from agentrl.openai_api.responses import error_body
+from agentrl.openai_api.streaming import chat_stream_events
 
 T = TypeVar("T")
 SERVED = "the agentrl gateway serves GET /models and POST /chat/completions under each episode's base URL"
@@ -123,7 +123,7 @@ class GatewayServer:
             return _json(answer.status, answer.body)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        for event in stream_events(answer.body, plan.include_usage):
+        for event in chat_stream_events(answer.body, plan.include_usage):
             await response.write(event)
         await response.write_eof()
         return response

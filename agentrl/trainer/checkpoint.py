@@ -1,5 +1,11 @@
 """Atomic checkpoints of a run: HF model, optimizer + scheduler, RNG states, step, rollout buffer copy.
 
+``checkpoints/step_XXXXXX/`` holds ``model/`` (the policy's float32 master weights as safetensors, with its
+tokenizer: a Hugging Face model directory ``agentrl serve --model`` and ``model.path`` take), ``training_rank<R>.pt``
+(AdamW's two float32 moments per weight, twice the model's size, the LR schedule and every RNG state),
+``rollout_buffer.sqlite`` (episodes in flight) and ``trainer_state.json`` (step, world size). Each is what an
+exact ``--resume`` needs; ``trainer.keep_checkpoints`` (default 1) keeps only the latest.
+
 Invariant: a checkpoint directory either exists complete or not at all (written under a temp name,
 fsynced, then renamed), and ``checkpoints/latest`` only ever names a complete one, even after a
 power loss (``agentrl.util.disk``). The rollout buffer is copied with SQLite's backup API at the same
@@ -135,6 +141,26 @@ def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
         )
     meta = json.loads(state_file.read_text())
     return Checkpoint(path=path, step=int(meta["step"]), meta=meta)
+
+
+def model_dir_of(path: str | Path) -> Path:
+    """The model directory ``path`` names: a model directory itself, or a run directory, its ``checkpoints``
+    folder, its ``checkpoints/latest`` pointer or one ``step_*`` checkpoint (each: that checkpoint's ``model/``)."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return path
+    if path.name == "latest" and path.is_file():
+        path = path.parent.parent
+    if (path / "trainer_state.json").is_file():
+        return path / "model"
+    run_dir = path.parent if path.name == "checkpoints" else path
+    ckpt = latest_checkpoint(run_dir)
+    if ckpt is None:
+        raise CheckpointError(
+            f"{str(path)!r} is neither a model directory (no config.json) nor a run directory with a checkpoint; "
+            "pass a Hugging Face model directory, a run directory or RUN_DIR/checkpoints/latest"
+        )
+    return ckpt.model_dir
 
 
 def load_training_state(ckpt: Checkpoint, dist: DistInfo = DistInfo()) -> dict[str, Any]:

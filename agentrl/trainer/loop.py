@@ -43,6 +43,7 @@ from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.preflight import check_tools
 from agentrl.trainer.reporting import RunReporter
 from agentrl.trainer.resume import resume_command, save_resolved_config
+from agentrl.trainer.run_end import after_eval_pending, finished_run_note, stopped_in_last_step_note
 from agentrl.trainer.seeding import SeededEngine
 from agentrl.trainer.step_end import StepOutcome, end_step
 from agentrl.trainer.sync import session_transport, sync_weights
@@ -277,6 +278,9 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
             if dist.is_main and session.start_step:
                 carried = await session.orchestrator.load()
                 print(f"[train] resumed {run_dir} from checkpoint step {session.start_step}: {carried}", flush=True)
+                note = finished_run_note(cfg, run_dir, session.start_step)
+                if note is not None:
+                    print(f"[train] {note}", flush=True)
             if dist.is_main and session.start_step == 0:
                 before = await evaluate_heldout(session, "before")
                 if before:
@@ -286,7 +290,16 @@ async def train_async(cfg: RunConfig, *, config_name: str = "run", resume: str |
             last_step = history[-1]["step"] if history else session.start_step
             # A stop asked during the last step also skips the evaluation after training (--resume runs it).
             stopped = boundaries.stopped_at is not None or signals.requested is not None
-            if dist.is_main and cfg.eval.splits and not stopped:
+            if stopped and last_step >= cfg.trainer.steps:  # nothing is left to resume but the evaluation
+                stopped = False
+                if dist.is_main:
+                    print(f"[train] {stopped_in_last_step_note(cfg, run_dir, last_step)}", flush=True)
+            elif (
+                dist.is_main
+                and cfg.eval.splits
+                and not stopped
+                and (session.start_step < last_step or after_eval_pending(cfg, run_dir))
+            ):
                 after = await evaluate_heldout(session, "after")
                 session.reporter.log_extra(last_step, after)
         except BaseException:

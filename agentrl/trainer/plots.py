@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,15 @@ PANELS: list[tuple[str, list[str]]] = [
     ("groups: with signal, filtered out", ["rollout/signal_groups", "rollout/groups_filtered"]),
     ("dropped for staleness", ["async/stale_dropped_frac", "train/is_masked_frac_seq", "train/is_truncated_frac_seq"]),
 ]
+
+# Under a panel whose numbers need a unit or a reading (wrapped under its title).
+CAPTIONS: dict[str, str] = {
+    "engine-trainer |delta logprob|": "nats per sampled token between the engine's logprob and the trainer's "
+    "recompute of it (bf16 vs float32 shows here); GSPO's band is ~4e-4 per sequence mean",
+    "clip fraction": "share of trained sequences / tokens whose ratio the loss clipped (they give no gradient)",
+    "|log s|": "mean |log of the sequence ratio| (GSPO's band: 3-4e-4); p90 of mini-batch 0 before any update",
+    "clipped before the update": "share the loss would clip against the engine's logprobs before any update",
+}
 
 # Measured only by an update that ran: on a step with 0 optimizer steps they are logged as 0 but mean nothing.
 UPDATE_ONLY = {
@@ -104,7 +114,8 @@ def make_figure(history: list[dict[str, Any]]) -> Any:
         ax.set_visible(False)
     for ax, (title, keys) in zip(axes.flat, shown):
         _draw_panel(ax, history, keys)
-        ax.set_title(title)
+        caption = CAPTIONS.get(title)
+        ax.set_title(f"{title}\n{textwrap.fill(caption, 48)}" if caption else title, fontsize=9 if caption else None)
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if empty:

@@ -117,4 +117,7 @@ def _bounded(probe: Callable[[], str], cfg: RunConfig) -> str:
 
 def preflight(cfg: RunConfig) -> list[str]:
     """Run every check; returns the lines to print (raises on the first failure)."""
-    return [*check_model(cfg), *check_precision(cfg), *asyncio.run(check_engine(cfg)), *check_env(cfg)]
+    from agentrl.trainer.dry_run_checks import check_eval_splits, clip_risk_warnings
+
+    checks = [*check_model(cfg), *check_precision(cfg), *asyncio.run(check_engine(cfg)), *check_env(cfg)]
+    return [*checks, *check_eval_splits(cfg), *clip_risk_warnings(cfg)]

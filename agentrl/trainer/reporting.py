@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
+from agentrl.algos.config import AlgorithmConfig
 from agentrl.config.sections import LoggingConfig
+from agentrl.trainer.dry_run_checks import first_step_clip_note
 from agentrl.trainer.plots import write_plots
 from agentrl.util.disk import write_text_durably
 
@@ -44,6 +47,20 @@ def progress_line(step: int, total: int, m: dict[str, float]) -> str:
     return line
 
 
+def step_line(step: int, total: int, m: dict[str, float]) -> str:
+    """The whole of one step for a log file (output that is not a terminal, where no live bar shows): the
+    progress line, then the mean turns per episode and where the step's seconds went."""
+    times = ", ".join(
+        f"{name} {m[key]:.1f} s"
+        for name, key in (("rollout", "rollout/wall_s"), ("update", "train/time_s"), ("sync", "perf/sync_s"))
+        if key in m
+    )
+    return (
+        f"{progress_line(step, total, m)} turns {m.get('episode/turns_mean', 0.0):.1f} "
+        f"time {m.get('perf/step_s', 0.0):.1f} s" + (f" ({times})" if times else "")
+    )
+
+
 def step_notes(step: int, m: dict[str, float]) -> list[str]:
     """Console lines for a step that did something the metrics alone would hide (e.g. trained nothing)."""
     notes = []
@@ -54,6 +71,15 @@ def step_notes(step: int, m: dict[str, float]) -> list[str]:
             "tasks the policy sometimes solves, a larger rollout.group_size or a higher rollout.temperature"
         )
     return notes
+
+
+def wandb_sync_hint(run_dir: Path) -> str:
+    """The command that uploads every job of an offline run: each job (a resume, a job after a kill) writes its
+    own ``wandb/offline-run-*`` folder under the one run id, and ``wandb sync`` takes them all."""
+    return (
+        f"wandb is offline; to upload every job of this run (resumes and killed jobs included): "
+        f"wandb sync {run_dir / 'wandb'}/offline-run-*"
+    )
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -87,8 +113,13 @@ class RunReporter:
         if enabled:  # steps after the checkpoint will be redone: drop them so the file equals an uninterrupted run's
             text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.history)
             write_text_durably(run_dir / METRICS_FILE, text)  # a kill mid-rewrite must not truncate the history
+        algorithm = config.get("algorithm")
+        self._proximal = AlgorithmConfig.model_validate(algorithm).off_policy.proximal if algorithm else "?"
+        self._logged_a_step = False  # the first step of this job checks how much the loss clipped
         self._wandb = self._init_wandb(config) if enabled else None
-        self._progress, self._task = self._init_progress(start_step) if enabled and cfg.progress else (None, None)
+        # the live bar only on a terminal: redirected to a file it shows one line, cut at 80 columns, at the end
+        live = enabled and cfg.progress and sys.stdout.isatty()
+        self._progress, self._task = self._init_progress(start_step) if live else (None, None)
 
     def _init_wandb(self, config: dict[str, Any]) -> Any:
         mode = self.cfg.wandb_mode
@@ -104,7 +135,7 @@ class RunReporter:
             id_file = self.run_dir / "wandb_id"
             run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
             id_file.write_text(run_id)
-            return wandb.init(
+            run = wandb.init(
                 project=self.cfg.wandb_project,
                 dir=str(self.run_dir),
                 mode=mode,
@@ -116,6 +147,9 @@ class RunReporter:
         except Exception as exc:  # wandb failing (no service, bad key) must not stop training; metrics.jsonl has it all
             warnings.warn(f"wandb disabled for this run: {exc}", stacklevel=2)
             return None
+        if mode == "offline":  # said now, so a killed job has said it too; every job of the run adds a folder
+            print(f"[train] {wandb_sync_hint(self.run_dir)}", flush=True)
+        return run
 
     def _init_progress(self, start_step: int) -> tuple[Any, Any]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -129,13 +163,19 @@ class RunReporter:
         if not self.enabled:
             return
         self.log_extra(step, metrics)
-        for note in step_notes(step, metrics):
+        notes = step_notes(step, metrics)
+        if not self._logged_a_step:
+            self._logged_a_step = True
+            notes += filter(None, [first_step_clip_note(step, metrics, self._proximal)])
+        for note in notes:
             if self._progress is not None:  # printed above the live bar
                 self._progress.console.print(f"[train] {note}", markup=False, highlight=False)
             else:
                 print(f"[train] {note}", flush=True)
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=progress_line(step, self.total, metrics))
+        else:  # a log file or progress: false: one full line per step, never cut
+            print(f"[train] {step_line(step, self.total, metrics)}", flush=True)
         if plot:
             self.plot(step)
 
@@ -164,4 +204,7 @@ class RunReporter:
         if self._progress is not None:
             self._progress.stop()
         if self._wandb is not None:
+            offline = self._wandb.settings.mode == "offline"
             self._wandb.finish()
+            if offline:  # after wandb's own hint, which names only this job's folder
+                print(f"[train] {wandb_sync_hint(self.run_dir)}", flush=True)

@@ -159,11 +159,11 @@ def run_sft(
     assembler: ChatAssembler,
     chats: Sequence[Sequence[Message]],
     cfg: SftConfig,
-    on_step: Callable[[int, float], None] | None = None,
+    on_step: Callable[[int, int, float], None] | None = None,
 ) -> SftReport:
     """Train ``lm`` in place on the assistant turns of ``chats``; returns per-step mean token NLL.
 
-    ``on_step(step, loss)`` is called after every optimizer step (progress lines).
+    ``on_step(step, total_steps, loss)`` is called after every optimizer step (progress lines).
     """
     if not chats:
         raise ConfigError("no chats to train on: the warm-up needs at least one scripted chat")
@@ -177,23 +177,24 @@ def run_sft(
     began = time.perf_counter()
     set_activation_checkpointing(lm, cfg.gradient_checkpointing)
     lm.train()
-    for _ in range(cfg.epochs):
-        for batch in _batches(rows, cfg.batch_tokens, rng):
-            count = max(sum(sum(r.loss_mask) for r in batch), 1)
-            optimizer.zero_grad(set_to_none=True)
-            nll_sum = 0.0
-            for micro in _micro_batches(batch, cfg.micro_batch_tokens):
-                nll, _ = _batch_loss(policy, micro, pad_id)
-                (nll / count).backward()  # the batch's mean token NLL, accumulated micro-batch by micro-batch
-                nll_sum += float(nll.detach())
-            torch.nn.utils.clip_grad_norm_(lm.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            value = nll_sum / count
-            if not math.isfinite(value):
-                raise FloatingPointError(f"SFT loss became {value} at step {len(losses) + 1}: lower sft lr")
-            losses.append(value)
-            if on_step is not None:
-                on_step(len(losses), value)
+    # every epoch's batches drawn up front (the same shuffles in the same order), so progress knows the total
+    plan = [batch for _ in range(cfg.epochs) for batch in _batches(rows, cfg.batch_tokens, rng)]
+    for batch in plan:
+        count = max(sum(sum(r.loss_mask) for r in batch), 1)
+        optimizer.zero_grad(set_to_none=True)
+        nll_sum = 0.0
+        for micro in _micro_batches(batch, cfg.micro_batch_tokens):
+            nll, _ = _batch_loss(policy, micro, pad_id)
+            (nll / count).backward()  # the batch's mean token NLL, accumulated micro-batch by micro-batch
+            nll_sum += float(nll.detach())
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        value = nll_sum / count
+        if not math.isfinite(value):
+            raise FloatingPointError(f"SFT loss became {value} at step {len(losses) + 1}: lower sft lr")
+        losses.append(value)
+        if on_step is not None:
+            on_step(len(losses), len(plan), value)
     lm.eval()
     if cfg.gradient_checkpointing:
         set_activation_checkpointing(lm, False)
@@ -205,6 +206,29 @@ def run_sft(
         loss_per_step=losses,
         seconds=time.perf_counter() - began,
     )
+
+
+def progress_line(step: int, total: int, loss: float, elapsed_s: float) -> str:
+    """'step 3/12: token NLL 1.166 (223 s, ETA 14:52)': the remaining steps at the mean pace so far."""
+    left = elapsed_s / max(step, 1) * (total - step)
+    eta = f"{int(left // 60)}:{int(left % 60):02d}"
+    return f"step {step}/{total}: token NLL {loss:.3f} ({elapsed_s:.0f} s, ETA {eta})"
+
+
+def add_sft_arguments(parser: Any) -> None:
+    """--epochs, --lr, --batch-tokens, --micro-batch-tokens, --seed: help and defaults from ``SftConfig``."""
+    fields = SftConfig.model_fields
+    for flag, name, kind in (
+        ("--epochs", "epochs", int),
+        ("--lr", "lr", float),
+        ("--batch-tokens", "batch_tokens", int),
+        ("--micro-batch-tokens", "micro_batch_tokens", int),
+        ("--seed", "seed", int),
+    ):
+        text = fields[name].description or ""
+        if name == "micro_batch_tokens":
+            text = text.replace("None:", "0:")
+        parser.add_argument(flag, type=kind, default=fields[name].default, help=text)
 
 
 def publish_model(out: Path, lm: Any, tokenizer: Any, report: dict[str, Any]) -> None:

@@ -248,12 +248,15 @@ def test_proximal_inputs_are_required() -> None:
 
 
 def test_algorithm_config_checks_and_defaults() -> None:
-    assert AlgorithmConfig().off_policy == OffPolicy()
-    assert not AlgorithmConfig().off_policy.decoupled
-    assert AlgorithmConfig(old_logprobs="recompute").off_policy.proximal == "recompute"
+    # the defaults are the bundled configs' (configs/quickstart*.yaml): the clip at the step-start policy over stale
+    # rows, weighted by the truncated behaviour ratio; a proximal named alone brings no weight it cannot use
+    assert AlgorithmConfig().off_policy == OffPolicy(proximal="recompute_stale", is_correction=TruncatedIS(cap=2.0))
+    assert AlgorithmConfig(proximal="behaviour").off_policy == OffPolicy()
+    assert not AlgorithmConfig(proximal="behaviour").off_policy.decoupled
+    assert AlgorithmConfig(old_logprobs="recompute").off_policy == OffPolicy(proximal="recompute")
     cfg = AlgorithmConfig(proximal="interpolate", is_correction={"kind": "mis", "low": 0.8, "high": 1.25})
     assert cfg.off_policy.decoupled and cfg.problems() == []
-    keys = [p.key for p in AlgorithmConfig(is_correction="tis").problems()]
+    keys = [p.key for p in AlgorithmConfig(proximal="behaviour", is_correction="tis").problems()]
     assert keys == ["algorithm.is_correction"]  # a weight of exactly 1: a no-op the user did not mean
     keys = [p.key for p in AlgorithmConfig(old_logprobs="recompute", proximal="interpolate").problems()]
     assert keys == ["algorithm.proximal"]

@@ -84,3 +84,22 @@ def test_the_first_run_section_says_what_to_expect_and_its_warmup_command_parses
         sys.path.pop(0)
     args = parse_args(shlex.split(command)[2:])  # every flag the doc shows exists
     assert args.env == "my_envs:Adventure" and args.chats == Path("chats.jsonl")
+
+
+def test_the_worked_credit_example_is_what_the_schemes_compute() -> None:
+    """The table under "A tool env with per-turn rewards": the return (no separate outcome), one group of four."""
+    from agentrl.algos import Normalization, RewardBatch
+    from agentrl.algos.config import AlgorithmConfig
+
+    text = (ROOT / "docs" / "writing-an-environment.md").read_text(encoding="utf-8")
+    turns = [[0.1, 1.0], [0.1, 0.0], [0.0, 0.0, 0.0], [0.1, 0.0, 1.0]]
+    batch = RewardBatch([sum(t) for t in turns], turns, 4, separate_outcome=[False] * 4)
+    rows = {}
+    for scheme in ("outcome", "discounted_return"):
+        algo = AlgorithmConfig(turn_advantage=scheme)
+        advantages = algo.turn_advantage(batch, Normalization(eps=algo.adv_eps, scale=algo.adv_scale))
+        rows[scheme] = [[f"{a:+.2f}" for a in episode] for episode in advantages]
+    for name, outcome, per_turn in zip("ABCD", rows["outcome"], rows["discounted_return"]):
+        line = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        assert cells[3] == outcome[0] and cells[4] == ", ".join(per_turn), line

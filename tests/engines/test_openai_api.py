@@ -70,8 +70,6 @@ def test_bad_requests_are_openai_errors(served: ServedEngine) -> None:
         )
     with pytest.raises(openai.BadRequestError, match="messages must be"):
         client.chat.completions.create(model="m", messages=[], max_tokens=2)
-    with pytest.raises(openai.BadRequestError, match="stream"):
-        client.completions.create(model="m", prompt="x", max_tokens=2, stream=True)
     # one reading of request fields with the agent gateway (agentrl.openai_api.requests): refused, not ignored
     with pytest.raises(openai.BadRequestError, match="response_format.*constrained decoding"):
         client.chat.completions.create(
@@ -111,3 +109,22 @@ def test_tools_reach_the_chat_template(served: ServedEngine) -> None:
     plain = client.chat.completions.create(model="m", messages=base, max_tokens=1, temperature=0)
     tooled = client.chat.completions.create(model="m", messages=base, max_tokens=1, temperature=0, tools=TOOLS)
     assert tooled.usage.prompt_tokens > plain.usage.prompt_tokens + 10
+
+
+def test_streaming_chat_and_completions_read_by_the_openai_client(served: ServedEngine) -> None:
+    client = _client(served)
+    messages = [{"role": "user", "content": "Hi there"}]
+    whole = client.chat.completions.create(model="m", messages=messages, max_tokens=6, temperature=0)
+    stream = client.chat.completions.create(
+        model="m", messages=messages, max_tokens=6, temperature=0, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content and chunks[0].choices[0].delta.role == "assistant"
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == [whole.choices[0].finish_reason] and chunks[-1].usage.completion_tokens == 6
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    plain = client.completions.create(model="m", prompt="a b c", max_tokens=5, temperature=0)
+    pieces = list(client.completions.create(model="m", prompt="a b c", max_tokens=5, temperature=0, stream=True))
+    assert "".join(p.choices[0].text for p in pieces) == plain.choices[0].text
+    assert pieces[-1].choices[0].finish_reason == "length"

@@ -11,9 +11,10 @@ from agentrl.errors import AgentGatewayError, ConfigError, GatewayRequestError, 
 from agentrl.gateway.config import AgentGatewayConfig, CommandAgentConfig, PythonAgentConfig, load_tasks
 from agentrl.gateway.programs import outcome_of
 from agentrl.gateway.protocol import plan_chat_request
-from agentrl.gateway.replies import SampledTurn, completion, cut_at_stop, stream_events
+from agentrl.gateway.replies import SampledTurn, completion, cut_at_stop
 from agentrl.gateway.transcript import Transcript
 from agentrl.openai_api.requests import canonical_messages
+from agentrl.openai_api.streaming import chat_stream_events
 from agentrl.tools.toolcall import format_tool_call
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
@@ -155,7 +156,7 @@ def test_replies_cut_stop_strings_number_tool_calls_and_stream() -> None:
         "total_tokens": 11 + len(ids),
         "prompt_tokens_details": {"cached_tokens": 0},
     }
-    events = stream_events(body, include_usage=True)
+    events = chat_stream_events(body, True)
     chunks = [json.loads(e[len(b"data: ") :]) for e in events[:-1]]
     assert events[-1] == b"data: [DONE]\n\n" and chunks[0]["choices"][0]["delta"]["content"] == "ok"
     assert chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "f"

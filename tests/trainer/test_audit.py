@@ -40,7 +40,7 @@ def _update(lm: torch.nn.Module, algo: AlgorithmConfig, audit: bool) -> dict[str
 
 def test_audit_reports_the_mismatch_and_leaves_the_update_unchanged(tiny_lm: torch.nn.Module) -> None:
     lm_plain = copy.deepcopy(tiny_lm)
-    algo = AlgorithmConfig(audit_every=1)
+    algo = AlgorithmConfig(audit_every=1, proximal="behaviour")
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
@@ -86,7 +86,7 @@ def test_training_logs_the_audit_every_k_steps(tiny_model_dir: Path, tmp_path: P
             "max_new_tokens": 6,
             "max_episode_tokens": 256,
         },
-        "algorithm": {"audit_every": 2},
+        "algorithm": {"audit_every": 2, "proximal": "behaviour"},
         "trainer": {
             "steps": 3,
             "lr": 1e-2,

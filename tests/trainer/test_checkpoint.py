@@ -87,3 +87,24 @@ def test_checkpoint_is_fsynced_before_the_renames_that_publish_it(
     assert disk_journal.fsynced(root) > published  # the rename itself
     pointer = disk_journal.index("replace", f"{root / '.latest.tmp'} -> {root / 'latest'}")
     assert published < disk_journal.fsynced(root / ".latest.tmp") < pointer < disk_journal.fsynced(root)
+
+
+def test_a_run_directory_or_its_latest_pointer_names_the_latest_checkpoints_model(tmp_path: Path) -> None:
+    import json
+
+    from agentrl.errors import CheckpointError
+    from agentrl.trainer.checkpoint import model_dir_of
+
+    run = tmp_path / "run"
+    for step in (1, 2):
+        ckpt = run / "checkpoints" / f"step_{step:06d}"
+        (ckpt / "model").mkdir(parents=True)
+        (ckpt / "model" / "config.json").write_text("{}")
+        (ckpt / "trainer_state.json").write_text(json.dumps({"step": step}))
+    (run / "checkpoints" / "latest").write_text("step_000002\n")
+    model = run / "checkpoints" / "step_000002" / "model"
+    for given in (run, run / "checkpoints", run / "checkpoints" / "latest", model.parent, model):
+        assert model_dir_of(given) == model, given
+    assert model_dir_of(str(run / "checkpoints" / "latest")) == model
+    with pytest.raises(CheckpointError, match="neither a model directory"):
+        model_dir_of(tmp_path / "elsewhere")

@@ -182,3 +182,61 @@ def test_progress_line_shows_the_live_metrics() -> None:
     assert line == (
         "step 7/40 reward 0.41 solved 38% clip 1.9% |log s| 2e-04 partial 6 (<=1 behind) dropped 25% 412 tok/s"
     )
+
+
+def test_a_redirected_log_gets_one_full_line_per_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentrl.config.sections import LoggingConfig
+    from agentrl.trainer.reporting import RunReporter
+
+    metrics = {
+        "episode/reward_mean": 0.41,
+        "episode/success_rate": 0.38,
+        "episode/turns_mean": 2.25,
+        "train/clip_frac_seq": 0.019,
+        "perf/tokens_per_s": 412,
+        "perf/step_s": 12.34,
+        "rollout/wall_s": 8.1,
+        "train/time_s": 3.2,
+        "perf/sync_s": 0.21,
+    }
+    cfg = LoggingConfig(run_root=str(tmp_path), progress=True, wandb_mode="disabled", plot_every=100)
+    reporter = RunReporter(tmp_path, cfg, 40, config={})  # stdout is pytest's capture: not a terminal
+    reporter.log(1, metrics, plot=False)
+    reporter.log(2, metrics, plot=False)
+    reporter.close()
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[train] step")]
+    assert [line.split(" reward")[0] for line in lines] == ["[train] step 1/40", "[train] step 2/40"]
+    assert lines[0].endswith(
+        "clip 1.9% |log s| 0e+00 partial 0 (<=0 behind) dropped 0% 412 tok/s turns 2.2 time 12.3 s "
+        "(rollout 8.1 s, update 3.2 s, sync 0.2 s)"
+    )
+
+
+def test_an_offline_run_prints_the_command_that_syncs_every_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import glob
+    import shlex
+
+    from agentrl.config.sections import LoggingConfig
+    from agentrl.trainer.reporting import RunReporter
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = LoggingConfig(run_root=str(tmp_path), progress=False, wandb_mode="offline", plot_every=100)
+    killed = RunReporter(tmp_path, cfg, 2, config={})  # a job killed before it finished: it never reaches close()
+    killed.log(1, {"episode/reward_mean": 0.5}, plot=False)
+    hint = [line for line in capsys.readouterr().out.splitlines() if "wandb sync" in line]
+    assert hint == [
+        f"[train] wandb is offline; to upload every job of this run (resumes and killed jobs included): "
+        f"wandb sync {tmp_path / 'wandb'}/offline-run-*"
+    ]
+    killed._wandb.finish()  # the process a kill would end; the resumed job below starts its own folder
+    resumed = RunReporter(tmp_path, cfg, 2, config={}, start_step=1)
+    resumed.log(2, {"episode/reward_mean": 0.7}, plot=False)
+    resumed.close()
+    out = capsys.readouterr().out
+    assert out.count(hint[0]) == 2  # at the resumed job's start and after its end
+    pattern = shlex.split(hint[0].split(": ", 1)[1])[-1]
+    folders = glob.glob(pattern)
+    assert len(folders) == 2 and len({(tmp_path / "wandb_id").read_text()}) == 1  # both jobs' folders, one run id

@@ -76,3 +76,17 @@ def test_only_measured_metrics_are_drawn_and_unmeasured_steps_are_gaps() -> None
         assert any("not measured in this run: " in t.get_text() for t in fig.texts)
     finally:
         plt.close(fig)
+
+
+def test_the_mismatch_panel_says_what_its_numbers_are() -> None:
+    import matplotlib.pyplot as plt
+
+    from agentrl.trainer.plots import make_figure
+
+    history = [{"step": step, "audit/abs_mean": 1.3, "episode/reward_mean": 0.5} for step in (1, 2)]
+    fig = make_figure(history)
+    titles = {ax.get_title().split("\n")[0]: " ".join(ax.get_title().split()) for ax in fig.axes if ax.get_visible()}
+    plt.close(fig)
+    caption = titles["engine-trainer |delta logprob|"]
+    assert "nats per sampled token between the engine's logprob and the trainer's recompute" in caption
+    assert titles["reward"] == "reward"  # a plain panel keeps its plain title

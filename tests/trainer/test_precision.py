@@ -29,7 +29,7 @@ FP32_MAX_ABS_LOGP = 1e-5
 def _updater(lm: torch.nn.Module, precision: str) -> PolicyUpdater:
     return PolicyUpdater(
         PolicyLogprobs(lm, chunk_tokens=32),
-        AlgorithmConfig(audit_every=1),
+        AlgorithmConfig(audit_every=1, proximal="behaviour"),
         TrainerConfig(lr=1e-3, mini_batches=2, precision=precision),  # type: ignore[arg-type]
         temperature=1.0,
         total_steps=1,

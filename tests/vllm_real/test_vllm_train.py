@@ -58,7 +58,7 @@ def test_updates_on_vllm_samples_see_the_servers_logprobs_as_the_trainers(
     cfg = yaml.safe_load(config.read_text())
     cfg["env"] = {"id": "agentrl/MagicWord-v0", "kwargs": {"turns": 2}}
     cfg["rollout"].update(group_size=4, max_new_tokens=16, max_episode_tokens=200, stop=[], max_staleness=0)
-    cfg["algorithm"]["audit_every"] = 1
+    cfg["algorithm"].update(audit_every=1, proximal="behaviour", is_correction="none")
     config.write_text(yaml.safe_dump(cfg))
     assert start_train(config, log).wait(timeout=600) == 0, log.read_text()[-4000:]
 
