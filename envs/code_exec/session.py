@@ -3,7 +3,9 @@ the verified replay of a session's cells on restore, and their release.
 
 Grading never runs in the session's sandbox: the model's run cells could prepare it (write files the graded
 draft reads, leave state in /tmp or /dev/shm). It runs in another sandbox of the same settings that only
-graded code ever enters, borrowed for the one grading (``grading_sandbox``).
+graded code ever enters, used for that one grading and then removed (``grading_sandbox``): the grading pool is
+single-use, so nothing a graded solution leaves behind (a process that escaped the kills, a socket's state, a
+file) reaches the next grading, and a fresh sandbox started ahead of demand takes its place.
 
 Both come from the process's shared pools (``sandboxes.shared``), one per purpose: an env's session sandbox is
 given back when the env closes, a grading sandbox after each grading, and the pool resets every sandbox given
@@ -44,8 +46,8 @@ class SandboxSession:
 
     @contextlib.contextmanager
     def grading_sandbox(self) -> Iterator[Sandbox]:
-        """A sandbox no run cell ever entered, reset since its last grading, for one grading (then given back)."""
-        pool = shared_pool(self.config.sandbox, "grading")
+        """A fresh sandbox no code ever entered, for one grading (then removed, in the background)."""
+        pool = shared_pool(self.config.sandbox, "grading", single_use=True)
         sandbox = pool.acquire()
         try:
             yield sandbox
