@@ -174,6 +174,15 @@ class SandboxPool:
                 self._free.append(sandbox)
             self._cond.notify()
 
+    def discard(self, sandbox: Sandbox) -> None:
+        """Give back a sandbox that must not be reused (its owner saw it fail): it is removed and a fresh one is
+        started in its place, in the background."""
+        with self._cond:
+            if id(sandbox) not in self._in_use:
+                raise SandboxPoolError(f"{sandbox!r} was not acquired from pool {self.run_id}")
+        if self._discard(sandbox):
+            _in_background(self._refill)
+
     def _discard(self, broken: Sandbox) -> bool:
         """Take a sandbox that failed out of the pool and remove it (its failure to close is only logged); True
         when a fresh one is to be started in its place."""

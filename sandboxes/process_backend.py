@@ -197,6 +197,7 @@ class ProcessSandbox(Sandbox):
             "max_read_bytes": self.config.max_read_bytes,
             "wipe_dirs": [work, tmp],
             "private_fs": jailed,  # only a private root may be swept whole: the host's holds the user's files
+            "untraceable": self._drop_to is not None,  # at the host's own uid it could not keep the host out
             "kill_background": self.config.kill_background,
             "rlimits": self._rlimits(),
         }

@@ -18,6 +18,7 @@ A mixin for ``MultiTurnEnv`` subclasses whose ``config`` has ``sandbox``, ``cell
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -26,6 +27,8 @@ from envs.code_exec.grading import Grader, GraderConfig, require_isolation
 from envs.code_exec.sandboxing import shorten
 from sandboxes import Sandbox, SandboxPool
 from sandboxes.shared import shared_pool
+
+log = logging.getLogger(__name__)
 
 
 class SandboxSession:
@@ -66,9 +69,18 @@ class SandboxSession:
         return self._grader
 
     def reset_session(self) -> None:
-        """Clear the sandbox's Python session, if one was started (none yet means nothing to clear)."""
-        if self._sandbox is not None:
+        """Clear the sandbox's Python session, if one was started (none yet means nothing to clear). A reset that
+        fails in any way (what the last episode left defeated it) gives the sandbox up: the next use takes a
+        fresh one, so nothing a solution did escapes as an error of the env."""
+        if self._sandbox is None:
+            return
+        try:
             self._sandbox.reset()
+        except Exception as exc:  # noqa: BLE001 - never reuse it, never fail the episode for it
+            log.warning("the session sandbox failed to reset (%s: %s): replacing it", type(exc).__name__, exc)
+            sandbox, self._sandbox = self._sandbox, None
+            if self._sandbox_pool is not None:
+                self._sandbox_pool.discard(sandbox)
 
     def sandbox_preflight(self, what: str) -> list[str]:
         """Run one cell in this env's sandbox: proves the Docker engine, the image and the limits work."""

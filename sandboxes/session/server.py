@@ -323,7 +323,10 @@ def main() -> None:
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # Not traceable by the code it supervises (same uid): its kills, sweeps and replies stay its own. Its
     # children make themselves dumpable again before running anything (user code may inspect its own process).
-    set_dumpable(False)
+    # Not where the sandbox runs as the host's own uid: that code can act as the host's user anyway (graders
+    # refuse such a sandbox), and the host's view of the session's pipes stays as it was.
+    if cfg.get("untraceable", True):
+        set_dumpable(False)
     supervisor = Supervisor(cfg)
     while True:
         try:
