@@ -3,6 +3,7 @@ return (``contract``) and the registry (``registry``: ``register_env``, ``make_e
 """
 
 from agentrl.env.base import (
+    CANARY,
     HACK_FLAGS,
     EnvInfo,
     Message,
@@ -17,6 +18,7 @@ from agentrl.env.base import (
 )
 
 __all__ = [
+    "CANARY",
     "EnvInfo",
     "HACK_FLAGS",
     "Message",
