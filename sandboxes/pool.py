@@ -47,6 +47,7 @@ class SandboxPool:
         max_size: int | None | Literal["size"] = "size",
         run_id: str | None = None,
         single_use: bool = False,
+        spare: int = 1,
     ) -> None:
         self.max_size = size if max_size == "size" else max_size
         if not isinstance(size, int) or size < 0 or (size == 0 and self.max_size is not None):
@@ -56,6 +57,7 @@ class SandboxPool:
         if self.max_size is not None and (not isinstance(self.max_size, int) or self.max_size < size):
             raise SandboxConfigError(f"pool max_size must be None or an int >= size {size}, got {max_size!r}")
         self.config, self.size, self.single_use = config, size, single_use
+        self.spare = spare if single_use else 0  # fresh ones kept starting or ready beyond those handed out
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.replaced = 0
         self.started = size  # sandboxes this pool started, replacements included
@@ -100,6 +102,7 @@ class SandboxPool:
                     sandbox = self._free.pop()
                     self._in_use.add(id(sandbox))
                     self.handed_out += 1
+                    self._top_up()
                     return sandbox
                 if self._refilling > self._waiting:  # a fresh one is on its way: no second cold start for it
                     self._waiting += 1
@@ -117,6 +120,15 @@ class SandboxPool:
                     )
                 self._cond.wait(remaining)
         return self._grow()
+
+    def _top_up(self) -> None:
+        """(Under the lock.) Keep ``spare`` fresh sandboxes ready or starting beyond the callers waiting for one, so
+        the next acquire of a single-use pool finds one without a start on its critical path."""
+        ahead = len(self._free) + self._refilling - self._waiting
+        while ahead < self.spare and self._may_grow():
+            self._refilling += 1
+            ahead += 1
+            _in_background(self._refill)
 
     def _may_grow(self) -> bool:
         return self.max_size is None or len(self._all) + self._starting + self._refilling < self.max_size
@@ -138,6 +150,7 @@ class SandboxPool:
                 self._in_use.add(id(sandbox))
                 self.started += 1
                 self.handed_out += 1
+                self._top_up()
         if closed:  # never the pool's: removed here, outside the lock (a round trip to the engine)
             sandbox.close()
             raise SandboxPoolError(f"sandbox pool {self.run_id} was closed while a sandbox started")
