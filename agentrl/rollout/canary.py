@@ -12,7 +12,6 @@ import logging
 import threading
 from typing import Any
 
-from agentrl.env import CANARY
 from agentrl.trajectory import Episode
 
 log = logging.getLogger(__name__)
@@ -22,7 +21,7 @@ _first_pass = threading.Event()
 
 def note_canary(episode: Episode, info: dict[str, Any]) -> None:
     """Mark the episode a canary when a reset's or step's info says it is one."""
-    if info.get(CANARY):
+    if info.get("canary"):  # agentrl.env.CANARY
         episode.canary = True
 
 
