@@ -47,15 +47,30 @@ class SandboxSession:
             self._sandbox = self._sandbox_pool.acquire()
         return self._sandbox
 
+    _episode_grading: Sandbox | None = None  # with grading_sandbox_scope "episode": this episode's, until it ends
+
     @contextlib.contextmanager
     def grading_sandbox(self) -> Iterator[Sandbox]:
-        """A fresh sandbox no code ever entered, for one grading (then removed, in the background)."""
+        """A fresh sandbox no code ever entered, for one grading (then removed, in the background); with
+        ``config.grading_sandbox_scope == "episode"`` the same fresh sandbox for every grading of one episode,
+        removed when the episode ends (``reset_session``, ``close``): no other episode's code ever enters it."""
         pool = shared_pool(self.config.sandbox, "grading", single_use=True)
+        if getattr(self.config, "grading_sandbox_scope", "grading") == "episode":
+            if self._episode_grading is None:
+                self._episode_grading = pool.acquire()
+            yield self._episode_grading
+            return
         sandbox = pool.acquire()
         try:
             yield sandbox
         finally:
             pool.release(sandbox)
+
+    def end_episode_grading(self) -> None:
+        """Give back (to be removed) the episode's grading sandbox, if it holds one."""
+        if self._episode_grading is not None:
+            sandbox, self._episode_grading = self._episode_grading, None
+            shared_pool(self.config.sandbox, "grading", single_use=True).release(sandbox)
 
     @property
     def grader(self) -> Grader:
@@ -71,7 +86,8 @@ class SandboxSession:
     def reset_session(self) -> None:
         """Clear the sandbox's Python session, if one was started (none yet means nothing to clear). A reset that
         fails in any way (what the last episode left defeated it) gives the sandbox up: the next use takes a
-        fresh one, so nothing a solution did escapes as an error of the env."""
+        fresh one, so nothing a solution did escapes as an error of the env. Ends the episode's grading sandbox."""
+        self.end_episode_grading()
         if self._sandbox is None:
             return
         try:
@@ -111,6 +127,7 @@ class SandboxSession:
 
     def close(self) -> None:
         """Give the session sandbox back to its pool and stop the grader's judge process (idempotent)."""
+        self.end_episode_grading()
         if self._grader is not None:
             self._grader.close()
             self._grader = None

@@ -219,3 +219,26 @@ def test_a_completion_that_continues_its_prompt_is_scanned_after_the_prompt() ->
     completion = "    import ctypes\n    return x\n"
     flags = scan_source(completion, prompt + completion)
     assert [(flag.kind, flag.detail) for flag in flags] == [("native_code", "source imports ctypes (line 1)")]
+
+
+def test_an_episode_scoped_grading_sandbox_serves_one_episode_only() -> None:
+    """CodeAgent's ``grading_sandbox_scope: episode``: every check of an episode in one fresh sandbox, never
+    another episode's."""
+    from envs.code_agent import CodeAgentEnv
+
+    needs_root_for_process("process")
+    env = CodeAgentEnv(max_turns=3, grading_sandbox_scope="episode", canary_share=0.0, sandbox={"kind": "process"})
+    try:
+        used = []
+        for seed in range(2):
+            env.reset(seed=seed)
+            wrong = env.task.wrong[0] if env.task.wrong else "def f():\n    pass\n"
+            env.step(f"```python\n{wrong}\n```")  # a draft, checked on the visible examples
+            first = env._episode_grading
+            env.step(f"```python\n{env.task.solution}\n```")  # passes: graded by the hidden tests
+            assert first is not None and env._episode_grading is first
+            used.append(first)
+        env.reset(seed=2)
+        assert env._episode_grading is None and used[0] is not used[1]
+    finally:
+        env.close()
