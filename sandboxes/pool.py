@@ -48,6 +48,7 @@ class SandboxPool:
         run_id: str | None = None,
         single_use: bool = False,
         spare: int = 1,
+        prepare: Callable[[Sandbox], object] | None = None,
     ) -> None:
         self.max_size = size if max_size == "size" else max_size
         if not isinstance(size, int) or size < 0 or (size == 0 and self.max_size is not None):
@@ -58,6 +59,7 @@ class SandboxPool:
             raise SandboxConfigError(f"pool max_size must be None or an int >= size {size}, got {max_size!r}")
         self.config, self.size, self.single_use = config, size, single_use
         self.spare = spare if single_use else 0  # fresh ones kept starting or ready beyond those handed out
+        self.prepare = prepare  # run on each sandbox started ahead of demand, before it is handed out
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.replaced = 0
         self.started = size  # sandboxes this pool started, replacements included
@@ -218,7 +220,12 @@ class SandboxPool:
         fresh: Sandbox | None = None
         try:
             fresh = self._new_sandbox()
+            if self.prepare is not None:  # e.g. a first service started and stopped: the first use is not slower
+                self.prepare(fresh)
         except Exception as exc:  # noqa: BLE001 - a background start has no caller to raise to
+            if fresh is not None:
+                fresh.close()
+                fresh = None
             log.warning(
                 "pool %s could not start a fresh sandbox ahead of demand: %s: %s", self.run_id, type(exc).__name__, exc
             )

@@ -20,9 +20,10 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from sandboxes.base import Sandbox
 from sandboxes.factory import AnySandboxConfig, parse_sandbox_config, resolve_backend
 from sandboxes.pool import SandboxPool
 
@@ -31,12 +32,19 @@ _lock = threading.Lock()
 _exit_hook_pid: int | None = None
 
 
-def shared_pool(config: AnySandboxConfig | Mapping[str, Any], purpose: str, *, single_use: bool = False) -> SandboxPool:
+def shared_pool(
+    config: AnySandboxConfig | Mapping[str, Any],
+    purpose: str,
+    *,
+    single_use: bool = False,
+    prepare: Callable[[Sandbox], object] | None = None,
+) -> SandboxPool:
     """This process's elastic pool for sandboxes of ``config`` used for ``purpose`` (e.g. "session", "grading").
 
     ``kind: auto`` is resolved once, when the pool is made. ``single_use``: never hand a sandbox out twice (it is
     part of the pool's key). Acquire with ``pool.acquire()`` and give back with ``pool.release(sandbox)``; the pool
-    keeps as many as were ever in use at once, until the process exits.
+    keeps as many as were ever in use at once, until the process exits. ``prepare`` (used when the pool is made)
+    runs on each sandbox the pool starts ahead of demand, before it is handed out.
     """
     if isinstance(config, Mapping):
         config = parse_sandbox_config(config)
@@ -49,7 +57,9 @@ def shared_pool(config: AnySandboxConfig | Mapping[str, Any], purpose: str, *, s
         pool = _pools.get(key)
         if pool is None:
             _register_exit_hook()
-            pool = _pools[key] = SandboxPool(resolve_backend(config), 0, max_size=None, single_use=single_use)
+            pool = _pools[key] = SandboxPool(
+                resolve_backend(config), 0, max_size=None, single_use=single_use, prepare=prepare
+            )
     return pool
 
 

@@ -16,7 +16,7 @@ Per task set (the bundled easy tasks' reference solutions, HumanEval's canonical
 Both graders must pass every reference solution (``agree`` counts it), and on HumanEval a known-wrong
 completion of every task (a body that returns None) must fail under both (``wrong_failed``). Usage:
     .venv/bin/python scripts/bench/bench_grader.py [--backend docker|process] [--pool 4] [--easy 72] [--humaneval 164]
-        [--reuse] [--reuse-only]
+        [--reuse] [--reuse-only] [--gap-s 0]
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from legacy_grader import legacy_grade  # the old harness lives beside this script
 
 from envs.code_exec.grading import Grader, GraderConfig, build_program
+from envs.code_exec.session import _warm_for_grading
 from envs.code_exec.tasks import CodingTask, load_tasks
 from sandboxes import SandboxPool, docker_available, make_sandbox, parse_sandbox_config
 
@@ -144,9 +145,11 @@ def _quiet(pool: SandboxPool) -> None:
         time.sleep(0.005)
 
 
-def step_cost(config: Any, tasks: list[CodingTask], grade: Grade) -> dict[str, Any]:
-    """One grading as an env step pays for it: reused (reset on release) vs single-use (fresh per grading)."""
-    pools = {"reused": SandboxPool(config, 1), "single_use": SandboxPool(config, 1, single_use=True)}
+def step_cost(config: Any, tasks: list[CodingTask], grade: Grade, gap_s: float = 0.0) -> dict[str, Any]:
+    """One grading as an env step pays for it: reused (reset on release) vs single-use (fresh per grading);
+    ``gap_s`` seconds pass between two gradings of a pool (the model generating meanwhile), not counted."""
+    single = SandboxPool(config, 1, single_use=True, prepare=_warm_for_grading)  # as the code envs' grading pool
+    pools = {"reused": SandboxPool(config, 1), "single_use": single}
     times: dict[str, list[float]] = {name: [] for name in pools}
     walls: dict[str, float] = {}
     try:
@@ -156,6 +159,7 @@ def step_cost(config: Any, tasks: list[CodingTask], grade: Grade) -> dict[str, A
         for task in tasks:
             for name, pool in pools.items():
                 times[name].append(_timed_grading(pool, grade, task))
+            time.sleep(gap_s)
         for name, pool in pools.items():
             _quiet(pool)
             start = time.perf_counter()
@@ -171,6 +175,7 @@ def step_cost(config: Any, tasks: list[CodingTask], grade: Grade) -> dict[str, A
     }
     out["single_use_over_reused_p50"] = round(out["single_use"]["p50_ms"] / out["reused"]["p50_ms"], 2)
     out["single_use_over_reused_wall"] = round(walls["single_use"] / walls["reused"], 2)
+    out["gap_s"] = gap_s
     return out
 
 
@@ -183,6 +188,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="Throughput rounds per grader (median reported).")
     parser.add_argument("--reuse", action="store_true", help="Also measure reused vs single-use grading sandboxes.")
     parser.add_argument("--reuse-only", action="store_true", help="Only that (no old harness, no throughput).")
+    parser.add_argument("--gap-s", type=float, default=0.0, help="Seconds between two gradings in that measure.")
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)  # the process backend's isolation warning
     backend = args.backend or ("docker" if docker_available() else "process")
@@ -193,7 +199,7 @@ def main() -> None:
     report: dict[str, Any] = {"backend": backend, "pool": args.pool}
     try:
         if args.reuse or args.reuse_only:
-            report["step_cost"] = {name: step_cost(config, tasks, new) for name, tasks in sets.items()}
+            report["step_cost"] = {name: step_cost(config, tasks, new, args.gap_s) for name, tasks in sets.items()}
         if args.reuse_only:
             print(json.dumps(report, indent=2))
             return
