@@ -110,21 +110,30 @@ def _forged_env() -> Any:
     return ForgedVerdictCodeExec()
 
 
-def _collect(make_engine: Any, tokenizer: Any) -> list[list[Episode]]:
+def _collect(make_engine: Any, tokenizer: Any, *, dynamic: bool = False) -> list[list[Episode]]:
     cfg = RolloutConfig(
-        group_size=2, prompts_per_step=2, max_new_tokens=4, max_episode_tokens=1000, partial_rollout=False
+        group_size=2,
+        prompts_per_step=2,
+        max_new_tokens=4,
+        max_episode_tokens=1000,
+        partial_rollout=False,
+        dynamic_sampling=dynamic,
+        max_filtered_groups=1,
     )
+    no_signal = (lambda episodes: False) if dynamic else None  # a filter that would drop every group it may
 
     async def scenario() -> list[list[Episode]]:
         engine = make_engine()
         probe = _forged_env()
         dataset = TaskDataset.from_env(probe, epochs=1)
         probe.close()
-        orch = RolloutOrchestrator(engine, _forged_env, tokenizer, cfg, dataset=dataset)
+        orch = RolloutOrchestrator(engine, _forged_env, tokenizer, cfg, dataset=dataset, group_filter=no_signal)
         batch = await orch.collect_step(1)
         await orch.close()
         await engine.close()
-        return [list(group) for group in [*batch.groups, *batch.dropped]]
+        return (
+            [list(group) for group in batch.groups] if dynamic else [list(g) for g in [*batch.groups, *batch.dropped]]
+        )
 
     return asyncio.run(scenario())
 
@@ -170,6 +179,15 @@ def test_forged_verdicts_drive_the_canary_pass_rate_up_flag_the_episodes_and_war
     assert main(["inspect", str(tmp_path), "--flagged"]) == 0
     out = capsys.readouterr().out
     assert "HACK SUSPECT: canary_passed: task" in out and "2 flagged for reward hacking" in out
+
+
+def test_dynamic_sampling_never_filters_a_canary_group_out(make_engine: Any, tiny_model_dir: Path) -> None:
+    """Forged canaries all pass (equal rewards, no signal): filtered, their pass would never be counted."""
+    from transformers import AutoTokenizer
+
+    groups = _collect(make_engine, AutoTokenizer.from_pretrained(tiny_model_dir), dynamic=True)
+    assert any(e.canary for e in _episodes(groups))
+    assert episode_metrics(groups)["integrity/canary_pass_rate"] == 1.0
 
 
 def test_an_honest_step_has_a_canary_pass_rate_of_zero() -> None:
