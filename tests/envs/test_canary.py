@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import sandbox_settings
 
 from agentrl.cli.main import main
 from agentrl.config.sections import AlgorithmConfig, RolloutConfig
@@ -29,6 +28,7 @@ from agentrl.trainer.episode_stats import episode_metrics
 from agentrl.trajectory import Episode
 from envs.code_exec.canary import CANARY_SUFFIX
 from envs.code_exec.grading import GradeResult, TestVerdict
+from tests.envs.conftest import sandbox_settings
 
 
 def _canary_and_source(env: Any) -> tuple[str, str]:

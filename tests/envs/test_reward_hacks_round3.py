@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import sandbox_settings
 
 from envs.code_exec.grading import Grader, GraderConfig, scan_source
 from envs.code_exec.grading.scan import MAX_SOURCE_CHARS
 from envs.code_exec.tasks import CodingTask, load_tasks
 from sandboxes import make_sandbox
+from tests.envs.conftest import sandbox_settings
 
 TASK = "easy/arithmetic/01"  # add_three(x): four hidden asserts
 BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
