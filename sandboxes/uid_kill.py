@@ -11,11 +11,19 @@ uid's other processes would die too.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import signal
 import time
 
 from sandboxes.errors import SandboxLeftoverError
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: dlopen in a forked child of a threaded host could deadlock
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 311, "s390x": 280}.get(platform.machine(), 250)
+KEYCTL_CLEAR = 7
+# The keyrings that belong to a uid rather than to a namespace or a process: a later holder of the uid sees them.
+UID_KEYRINGS = (-4, -5)  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
 
 
 def running_processes_of(uid: int) -> list[int]:
@@ -37,7 +45,8 @@ def running_processes_of(uid: int) -> list[int]:
 
 
 def _kill_as(uid: int) -> None:
-    """Fork a child that becomes ``uid`` and SIGKILLs every process that uid can signal (itself spared)."""
+    """Fork a child that becomes ``uid``, SIGKILLs every process that uid can signal (itself spared) and clears
+    the uid's own keyrings (user and user-session), which outlive its processes."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child: only async-signal-safe steps, then out
         try:
@@ -45,6 +54,8 @@ def _kill_as(uid: int) -> None:
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
             os.kill(-1, signal.SIGKILL)
+            for keyring in UID_KEYRINGS:  # no process of the uid is left to add a key back
+                _LIBC.syscall(_SYS_KEYCTL, KEYCTL_CLEAR, keyring)
         finally:
             os._exit(0)
     os.waitpid(pid, 0)

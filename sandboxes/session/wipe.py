@@ -155,6 +155,17 @@ def remove_sysv_ipc(uid: int) -> None:
                     getattr(libc, call)(ipc_id, IPC_RMID, None)
 
 
+def clear_uid_keyrings() -> None:
+    """Empty this uid's user and user-session keyrings (they belong to the uid, not to a process or namespace);
+    where the kernel or a seccomp profile refuses ``keyctl`` (Docker's default), nothing can be left there."""
+    import platform
+
+    number = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 311, "s390x": 280}.get(platform.machine(), 250)
+    libc = ctypes.CDLL(None, use_errno=True)
+    for keyring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
+        libc.syscall(number, 7, keyring)  # KEYCTL_CLEAR
+
+
 def wipe(cfg: dict) -> None:
     """Erase what the last episode left: the configured dirs always, everything writable with ``private_fs``."""
     for root in cfg["wipe_dirs"]:
@@ -172,3 +183,4 @@ def wipe(cfg: dict) -> None:
         if is_dir:
             sweep_mount(point, uid, mounts)
     remove_sysv_ipc(uid)
+    clear_uid_keyrings()

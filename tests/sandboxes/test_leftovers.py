@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sandboxes import ProcessSandbox, Sandbox, SandboxPool, make_sandbox
+from sandboxes import ProcessSandbox, ProcessSandboxConfig, Sandbox, SandboxPool, make_sandbox
 
 ConfigFactory = Callable[..., Any]  # the `config_for` fixture
 MiB = 1024 * 1024
@@ -218,3 +218,39 @@ def test_the_work_dir_and_tmp_are_bounded_in_size(fresh: Callable[..., Sandbox],
     assert written <= 8  # the process backend's /tmp and /sandbox were host dirs: it wrote all 48 MiB there
     sandbox.reset()
     assert sandbox.run_python(f"import os\nprint(os.listdir({place!r}))", 5).stdout == "[]\n"
+
+
+ADD_KEY = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+key = libc.syscall(248, b"user", b"agentrl-note", b"hidden input", 12, -4)  # add_key to the user keyring
+print(key > 0)
+"""
+SEE_KEY = "print('agentrl-note' in open('/proc/keys').read())"
+
+
+def test_a_key_in_the_uids_keyring_does_not_reach_the_next_holder_of_the_uid() -> None:
+    """The user keyring belongs to the uid, not to a namespace: the host clears it with the uid's processes."""
+    if os.geteuid() != 0:
+        pytest.skip("private uids need a root trainer")
+    config = ProcessSandboxConfig(private_uid_first=1_960_000_000, private_uid_count=1)  # the same uid each time
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with make_sandbox(config) as first:
+            if first.run_python(ADD_KEY, 10).stdout != "True\n":
+                pytest.skip("this kernel refuses add_key here")
+            assert first.run_python(SEE_KEY, 5).stdout == "True\n"
+        with make_sandbox(config) as second:
+            assert second.run_python(SEE_KEY, 5).stdout == "False\n"  # True before: the key outlived the sandbox
+
+
+def test_a_key_in_the_uids_keyring_does_not_survive_a_reset() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("private uids need a root trainer")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with make_sandbox(ProcessSandboxConfig()) as sandbox:
+            if sandbox.run_python(ADD_KEY, 10).stdout != "True\n":
+                pytest.skip("this kernel refuses add_key here")
+            sandbox.reset()
+            assert sandbox.run_python(SEE_KEY, 5).stdout == "False\n"
