@@ -156,11 +156,10 @@ def remove_sysv_ipc(uid: int) -> None:
 
 
 def clear_uid_keyrings() -> None:
-    """Empty this uid's user and user-session keyrings (they belong to the uid, not to a process or namespace);
-    where the kernel or a seccomp profile refuses ``keyctl`` (Docker's default), nothing can be left there."""
-    import platform
-
-    number = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 311, "s390x": 280}.get(platform.machine(), 250)
+    """Empty this uid's user and user-session keyrings (they belong to the uid, not to a process or namespace); a
+    key unlinked so is collected by the kernel within about a second (its description shows in /proc/keys until
+    then). Where the kernel or a seccomp profile refuses ``keyctl`` (Docker's default), nothing can be there."""
+    number = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 311, "s390x": 280}.get(os.uname().machine, 250)
     libc = ctypes.CDLL(None, use_errno=True)
     for keyring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
         libc.syscall(number, 7, keyring)  # KEYCTL_CLEAR
