@@ -226,8 +226,12 @@ class SandboxPool:
             if fresh is not None:
                 fresh.close()
                 fresh = None
-            log.warning(
-                "pool %s could not start a fresh sandbox ahead of demand: %s: %s", self.run_id, type(exc).__name__, exc
+            log.log(
+                logging.DEBUG if self._closed else logging.WARNING,  # closing (at exit): the engine removes it
+                "pool %s could not start a fresh sandbox ahead of demand: %s: %s",
+                self.run_id,
+                type(exc).__name__,
+                exc,
             )
         with self._cond:
             self._refilling -= 1
