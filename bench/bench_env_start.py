@@ -37,15 +37,18 @@ def episode(env: Any, index: int, task_ids: list[str]) -> float:
     return time.perf_counter() - started
 
 
+PURPOSES = (("session", False), ("grading", True))  # as envs/code_exec/session.py asks for them
+
+
 def run_phase(envs: list[Any]) -> dict[str, float]:
     """Every env's episode at once; wall seconds, summed env seconds and sandboxes started meanwhile."""
     sandbox = envs[0].config.sandbox
-    before = sum(shared_pool(sandbox, purpose).started for purpose in ("session", "grading"))
+    before = sum(shared_pool(sandbox, purpose, single_use=one).started for purpose, one in PURPOSES)
     task_ids = envs[0].task_ids()
     started = time.perf_counter()
     with ThreadPoolExecutor(len(envs)) as executor:
         env_s = list(executor.map(lambda i: episode(envs[i], i, task_ids), range(len(envs))))
-    after = sum(shared_pool(sandbox, purpose).started for purpose in ("session", "grading"))
+    after = sum(shared_pool(sandbox, purpose, single_use=one).started for purpose, one in PURPOSES)
     return {"wall_s": time.perf_counter() - started, "env_s": sum(env_s), "sandboxes_started": after - before}
 
 

@@ -7,9 +7,16 @@ Per task set (the bundled easy tasks' reference solutions, HumanEval's canonical
 * throughput: a SandboxPool of ``--pool`` sandboxes and as many threads, each thread with its own Grader
   (as each env has one): tasks graded per second, old and new alternating in ``--rounds`` rounds.
 
+* step cost (``--reuse``): what one grading costs the env step that asks for it, a pooled sandbox reset after
+  each grading (``reused``, as before grading sandboxes were single-use) against a single-use pool that removes
+  each sandbox and starts a fresh one in the background (``single_use``): acquire + grade + release, interleaved
+  per task, p50/p90 ms and the ratio; plus each mode alone, gradings back to back, until its background work is
+  done (``wall_per_task_ms``: the machine's whole cost per grading, background starts included).
+
 Both graders must pass every reference solution (``agree`` counts it), and on HumanEval a known-wrong
 completion of every task (a body that returns None) must fail under both (``wrong_failed``). Usage:
     .venv/bin/python bench/bench_grader.py [--backend docker|process] [--pool 4] [--easy 72] [--humaneval 164]
+        [--reuse] [--reuse-only] [--gap-s 0]
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from legacy_grader import legacy_grade  # the old harness lives beside this script
 
 from envs.code_exec.grading import Grader, GraderConfig, build_program
+from envs.code_exec.session import _warm_for_grading
 from envs.code_exec.tasks import CodingTask, load_tasks
 from sandboxes import SandboxPool, docker_available, make_sandbox, parse_sandbox_config
 
@@ -121,6 +129,56 @@ def throughputs(config: Any, size: int, tasks: list[CodingTask], graders: dict[s
     return out
 
 
+def _timed_grading(pool: SandboxPool, grade: Grade, task: CodingTask) -> float:
+    start = time.perf_counter()
+    sandbox = pool.acquire(timeout_s=300)
+    try:
+        grade(sandbox, task)
+    finally:
+        pool.release(sandbox)
+    return time.perf_counter() - start
+
+
+def _quiet(pool: SandboxPool) -> None:
+    """Wait until the pool's background starts are done (the next grading would find a fresh sandbox)."""
+    while pool._refilling:
+        time.sleep(0.005)
+
+
+def step_cost(config: Any, tasks: list[CodingTask], grade: Grade, gap_s: float = 0.0) -> dict[str, Any]:
+    """One grading as an env step pays for it: reused (reset on release) vs single-use (fresh per grading);
+    ``gap_s`` seconds pass between two gradings of a pool (the model generating meanwhile), not counted."""
+    single = SandboxPool(config, 1, single_use=True, prepare=_warm_for_grading)  # as the code envs' grading pool
+    pools = {"reused": SandboxPool(config, 1), "single_use": single}
+    times: dict[str, list[float]] = {name: [] for name in pools}
+    walls: dict[str, float] = {}
+    try:
+        for pool in pools.values():  # warm-up: the judge starts, the first fresh sandbox is started
+            _timed_grading(pool, grade, tasks[0])
+            _quiet(pool)
+        for task in tasks:
+            for name, pool in pools.items():
+                times[name].append(_timed_grading(pool, grade, task))
+            time.sleep(gap_s)
+        for name, pool in pools.items():
+            _quiet(pool)
+            start = time.perf_counter()
+            for task in tasks:
+                _timed_grading(pool, grade, task)
+            _quiet(pool)
+            walls[name] = (time.perf_counter() - start) / len(tasks)
+    finally:
+        for pool in pools.values():
+            pool.close()
+    out: dict[str, Any] = {
+        name: {**percentiles(times[name]), "wall_per_task_ms": round(walls[name] * 1000, 2)} for name in pools
+    }
+    out["single_use_over_reused_p50"] = round(out["single_use"]["p50_ms"] / out["reused"]["p50_ms"], 2)
+    out["single_use_over_reused_wall"] = round(walls["single_use"] / walls["reused"], 2)
+    out["gap_s"] = gap_s
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("docker", "process"), default=None, help="Default: docker if usable.")
@@ -128,6 +186,9 @@ def main() -> None:
     parser.add_argument("--easy", type=int, default=72, help="How many bundled easy tasks (max 72).")
     parser.add_argument("--humaneval", type=int, default=164, help="How many HumanEval tasks (max 164).")
     parser.add_argument("--rounds", type=int, default=3, help="Throughput rounds per grader (median reported).")
+    parser.add_argument("--reuse", action="store_true", help="Also measure reused vs single-use grading sandboxes.")
+    parser.add_argument("--reuse-only", action="store_true", help="Only that (no old harness, no throughput).")
+    parser.add_argument("--gap-s", type=float, default=0.0, help="Seconds between two gradings in that measure.")
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)  # the process backend's isolation warning
     backend = args.backend or ("docker" if docker_available() else "process")
@@ -137,6 +198,11 @@ def main() -> None:
     graders: dict[str, Grade] = {"old": old_grade, "new": new}
     report: dict[str, Any] = {"backend": backend, "pool": args.pool}
     try:
+        if args.reuse or args.reuse_only:
+            report["step_cost"] = {name: step_cost(config, tasks, new, args.gap_s) for name, tasks in sets.items()}
+        if args.reuse_only:
+            print(json.dumps(report, indent=2))
+            return
         for name, tasks in sets.items():
             report[name] = {
                 "tasks": len(tasks),

@@ -22,6 +22,7 @@ from sandboxes.errors import (
     SandboxFileError,
     SandboxInputError,
     SandboxIsolationError,
+    SandboxLeftoverError,
 )
 from sandboxes.result import ExecResult
 from sandboxes.validation import check_code, check_timeout
@@ -103,8 +104,8 @@ class Sandbox(ABC):
         A reset that cannot erase everything restarts the sandbox (a fresh container or session process).
         """
         try:
-            self._call({"op": "reset"}, self.config.start_timeout_s)
-        except (SessionLostError, SandboxFileError):  # lost, or the wipe failed: nothing of it may be reused
+            self._check_reset(self._call({"op": "reset"}, self.config.start_timeout_s))
+        except (SessionLostError, SandboxFileError, SandboxLeftoverError):  # nothing of it may be reused
             self._recover()
 
     @abstractmethod
@@ -124,6 +125,12 @@ class Sandbox(ABC):
     # Why code in this sandbox can see the host's filesystem or reach its user (None: it cannot). Graders
     # refuse a sandbox that has one; only the process backend can, where the kernel refuses its namespaces.
     isolation_error: str | None = None
+
+    def _check_reset(self, reply: dict[str, Any]) -> None:
+        """Check from the host that a reset left nothing running; SandboxLeftoverError if it did (the sandbox
+        is then restarted). The session's reply names the processes it kept (``pids``). Backends that can see
+        the sandbox's processes from the host override it."""
+        return
 
     @abstractmethod
     def _restart(self) -> None:

@@ -28,6 +28,12 @@ class _LimitsConfig(BaseModel):
     kill_background: bool = Field(
         default=True, description="Kill processes a cell left running when the cell ends (daemons, `&`)."
     )
+    max_inodes: int = Field(
+        default=16384,
+        ge=256,
+        description="Files, directories and links each writable mount (work dir, /tmp, /dev/shm, extra tmpfs) may "
+        "hold (tmpfs nr_inodes, enforced by the kernel): bounds what a reset must erase.",
+    )
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables inside the sandbox; nothing of the host's."
     )
@@ -83,6 +89,12 @@ class ProcessSandboxConfig(_LimitsConfig):
     max_processes: int = Field(default=64, ge=8, description="RLIMIT_NPROC headroom for the sandbox user.")
     cpu_time_s: int = Field(default=600, ge=1, description="RLIMIT_CPU: CPU seconds per session process.")
     max_file_bytes: int = Field(default=64 * MiB, ge=MiB, description="RLIMIT_FSIZE: largest file written.")
+    workdir_size_bytes: int = Field(
+        default=64 * MiB, ge=MiB, description="Size of the work dir's tmpfs (in the minimal root; not without one)."
+    )
+    tmp_size_bytes: int = Field(
+        default=64 * MiB, ge=MiB, description="Size of the /tmp and /dev/shm tmpfs (in the minimal root; not without)."
+    )
     isolate_network: bool = Field(default=True, description="Run in a new network namespace when possible.")
     private_root: bool = Field(
         default=True,

@@ -149,11 +149,13 @@ class DockerSandbox(Sandbox):
         uid, _, gid = cfg.user.partition(":")
         owner = f"uid={uid},gid={gid or uid}"  # a tmpfs is root-owned unless told otherwise
         exec_flag = "exec" if cfg.workdir_exec else "noexec"
+        inodes = f"nr_inodes={cfg.max_inodes}"  # every writable mount is bounded in bytes and in entries
         tmpfs = {
-            cfg.workdir: f"rw,{exec_flag},nosuid,nodev,size={cfg.workdir_size_bytes},mode=0700,{owner}",
-            "/tmp": f"rw,noexec,nosuid,nodev,size={cfg.tmp_size_bytes},mode=1777",
+            cfg.workdir: f"rw,{exec_flag},nosuid,nodev,size={cfg.workdir_size_bytes},{inodes},mode=0700,{owner}",
+            "/tmp": f"rw,noexec,nosuid,nodev,size={cfg.tmp_size_bytes},{inodes},mode=1777",
+            "/dev/shm": f"rw,noexec,nosuid,nodev,size={cfg.tmp_size_bytes},{inodes},mode=1777",
             **{
-                path: f"rw,{exec_flag},nosuid,nodev,size={size},mode=0700,{owner}"
+                path: f"rw,{exec_flag},nosuid,nodev,size={size},{inodes},mode=0700,{owner}"
                 for path, size in cfg.extra_tmpfs.items()
             },
         }
@@ -188,6 +190,7 @@ class DockerSandbox(Sandbox):
             "max_read_bytes": cfg.max_read_bytes,
             "wipe_dirs": [cfg.workdir, "/tmp", *cfg.extra_tmpfs],
             "private_fs": True,  # everything writable in the container is the sandbox's: reset sweeps it all
+            "own_pid_namespace": True,  # every process it can see is the sandbox's: a reset fails if one survives
             "kill_background": cfg.kill_background,
             "rlimits": {},
         }

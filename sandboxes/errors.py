@@ -49,3 +49,7 @@ class SandboxFileError(SandboxError, OSError):
 
 class SandboxIsolationError(SandboxError, RuntimeError):
     """The sandbox cannot keep its code from acting as the host's user, and the caller needs it to."""
+
+
+class SandboxLeftoverError(SandboxError, RuntimeError):
+    """A process of the sandbox outlived the kills meant to end it: the sandbox is not reused (it is replaced)."""

@@ -7,8 +7,10 @@ caller's own uid, so the child gets no capability over anything outside), then a
 
 * ``/usr`` and the ``/bin``, ``/lib*`` it needs, plus the interpreter's own prefix, read-only, with every
   ``site-packages``/``dist-packages`` under them hidden behind an empty read-only tmpfs;
-* ``/sandbox`` (the work dir) and ``/tmp`` bound read-write from the sandbox's private temp dirs, a fresh
-  ``/dev/shm`` tmpfs and ``/dev/mqueue``, the harmless devices (null, zero, full, random, urandom), ``/proc``;
+* ``/sandbox`` (the work dir), ``/tmp`` and ``/dev/shm``: fresh tmpfs mounts of the namespace, each with a size
+  and an inode limit the kernel enforces (no write fills the host's disk, no tree of empty directories outgrows
+  what a reset can erase in bounded time); they vanish with the namespace's last process. ``/dev/mqueue``, the
+  harmless devices (null, zero, full, random, urandom), ``/proc``;
 
 pivoted into, the old root detached, the new root read-only. The exec'd process runs as a uid other than 0
 in its namespace, so it keeps no capability and cannot undo any of this. Where the kernel refuses a step
@@ -136,9 +138,10 @@ class JailSpec:
 
     plan: JailPlan
     mount_point: str  # empty host dir the new root's tmpfs is mounted on
-    workdir: str  # host dir bound at /sandbox
-    tmpdir: str  # host dir bound at /tmp
-    shm_bytes: int
+    workdir_bytes: int  # size of the /sandbox tmpfs
+    tmp_bytes: int  # size of /tmp and of /dev/shm
+    max_inodes: int  # files and directories each of them may hold
+    owner: int  # the uid the session will run as: it owns /sandbox
     new_network: bool
 
 
@@ -164,14 +167,17 @@ def enter(spec: JailSpec) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
         os.symlink(target, f"{new}/dev/{name}")
     os.symlink("/proc/self/fd/2", f"{new}/dev/stderr")
+    limits = f"nr_inodes={spec.max_inodes}"
     os.makedirs(f"{new}/dev/shm")
-    _mount("tmpfs", f"{new}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={spec.shm_bytes},mode=1777")
+    _mount("tmpfs", f"{new}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={spec.tmp_bytes},{limits},mode=1777")
     os.makedirs(f"{new}/dev/mqueue")
     _mount("mqueue", f"{new}/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.makedirs(f"{new}/proc")
     _mount("/proc", f"{new}/proc", None, MS_BIND | MS_REC)
-    _bind(spec.workdir, new + WORKDIR, readonly=False)
-    _bind(spec.tmpdir, new + TMPDIR, readonly=False)
+    owner = f"mode=0700,uid={spec.owner},gid={spec.owner}"
+    for path, size, mode in ((WORKDIR, spec.workdir_bytes, owner), (TMPDIR, spec.tmp_bytes, "mode=1777")):
+        os.makedirs(new + path)
+        _mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},{limits},{mode}")
     _mount(None, new, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir(new)
     _check(_LIBC.syscall(_PIVOT_ROOT, b".", b"."), "pivot_root")

@@ -23,8 +23,10 @@ from sandboxes.base import Sandbox
 from sandboxes.channel import FrameChannel, SessionLostError, max_frame_bytes
 from sandboxes.config import ProcessSandboxConfig
 from sandboxes.docker_backend import SERVER_SOURCE
-from sandboxes.errors import SandboxStartError, SandboxUnavailableError
+from sandboxes.errors import SandboxLeftoverError, SandboxStartError, SandboxUnavailableError
 from sandboxes.jail import TMPDIR, WORKDIR, JailSpec, enter, plan_for
+from sandboxes.session.wipe import empty_dir
+from sandboxes.uid_kill import kill_uid, running_processes_of
 from sandboxes.uid_lease import UidLease, processes_of
 
 CLONE_NEWUSER = 0x10000000
@@ -34,6 +36,24 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _warned = False
 log = logging.getLogger(__name__)
+
+
+def _tracer_of(pid: int) -> int:
+    """The pid tracing ``pid`` (0: none, or it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith("TracerPid:")), 0)
+    except OSError:
+        return 0
+
+
+def _remove_quietly(path: str) -> None:
+    """Delete a sandbox's host dir (at exit or close): iteratively, so no tree it holds makes this raise."""
+    try:
+        empty_dir(path)
+        os.rmdir(path)
+    except OSError as exc:
+        log.warning("could not remove the sandbox dir %s: %s", path, exc)
 
 
 def _warn_once() -> None:
@@ -118,7 +138,7 @@ class ProcessSandbox(Sandbox):
     def _make_dirs(self) -> None:
         self._root_dir = tempfile.mkdtemp(prefix="agentrl-sbx-", dir=self.config.base_dir)
         # Removed at interpreter exit even without close(); the server itself exits when its stdin closes.
-        self._finalizer = weakref.finalize(self, shutil.rmtree, self._root_dir, True)
+        self._finalizer = weakref.finalize(self, _remove_quietly, self._root_dir)
         for sub in ("work", "tmp", "jail"):
             os.mkdir(os.path.join(self._root_dir, sub), 0o700)
         if self._drop_to is not None:
@@ -130,9 +150,10 @@ class ProcessSandbox(Sandbox):
         self._jail = JailSpec(
             plan=plan_for(self._python),
             mount_point=os.path.join(self._root_dir, "jail"),
-            workdir=self.workdir,
-            tmpdir=os.path.join(self._root_dir, "tmp"),
-            shm_bytes=self.config.max_file_bytes,
+            workdir_bytes=self.config.workdir_size_bytes,
+            tmp_bytes=self.config.tmp_size_bytes,
+            max_inodes=self.config.max_inodes,
+            owner=self._drop_to if self._drop_to is not None else os.getuid(),
             new_network=self.config.isolate_network,
         )
 
@@ -176,6 +197,7 @@ class ProcessSandbox(Sandbox):
             "max_read_bytes": self.config.max_read_bytes,
             "wipe_dirs": [work, tmp],
             "private_fs": jailed,  # only a private root may be swept whole: the host's holds the user's files
+            "untraceable": self._drop_to is not None,  # at the host's own uid it could not keep the host out
             "kill_background": self.config.kill_background,
             "rlimits": self._rlimits(),
         }
@@ -234,34 +256,49 @@ class ProcessSandbox(Sandbox):
         self.network_isolated = devices is not None and set(devices) <= {"lo"}
 
     def _stop_process(self) -> None:
+        """End the session, then, with a private uid, every process of that uid from the host (``kill_uid``):
+        whatever the supervisor's own sweep missed. SandboxLeftoverError when one survives (the uid then stays
+        out of the lease pool while it lives)."""
         proc, self._proc, self._channel = self._proc, None, None
         if proc is None:
             return
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.close()  # EOF: the server kills its worker and every descendant, then exits
+        # EOF first: the server kills its worker and descendants and collects them, so none is left a zombie of
+        # an init that does not reap (the host's kill of the uid would orphan them).
+        proc.stdin.close()
         try:
             proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
         proc.stdout.close()
+        if self._uid_lease is not None:
+            kill_uid(self._uid_lease.uid)  # not only the supervisor's sweep: it runs as the code it sweeps
+
+    def _check_reset(self, reply: dict[str, object]) -> None:
+        """With a private uid: every running process of the uid must be the supervisor or its fresh worker, and
+        the supervisor untraced; else SandboxLeftoverError (the reset restarts the session from the host)."""
+        if self._uid_lease is None or self._proc is None:
+            return
+        kept = {self._proc.pid, *(pid for pid in reply.get("pids", ()) if isinstance(pid, int))}  # type: ignore[attr-defined]
+        left = sorted(set(running_processes_of(self._uid_lease.uid)) - kept)
+        if left or _tracer_of(self._proc.pid):
+            raise SandboxLeftoverError(f"processes {left[:10]} of the sandbox survived its reset (or it is traced)")
 
     def _restart(self) -> None:
         self._stop_process()
-        for sub in ("work", "tmp"):
-            path = os.path.join(self._root_dir or "", sub)
-            for name in os.listdir(path):
-                target = os.path.join(path, name)
-                if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
-                else:
-                    os.unlink(target)
+        if self._jail is None:  # the minimal root's dirs are tmpfs of its namespace: gone with its processes
+            for sub in ("work", "tmp"):
+                empty_dir(os.path.join(self._root_dir or "", sub))
         self._start_session()
 
     def close(self) -> None:
         """Stop the session and delete the temp dirs; idempotent."""
         self._closed = True
-        self._stop_process()
+        try:
+            self._stop_process()
+        except SandboxLeftoverError as exc:
+            log.error("closing %r: %s", self, exc)
         self._root_dir = None
         if self._finalizer is not None:
             self._finalizer()

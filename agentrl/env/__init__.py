@@ -3,6 +3,7 @@ return (``contract``) and the registry (``registry``: ``register_env``, ``make_e
 """
 
 from agentrl.env.base import (
+    CANARY,
     HACK_FLAGS,
     EnvInfo,
     Message,
@@ -18,6 +19,7 @@ from agentrl.env.base import (
 from agentrl.env.registry import make_env, register_env
 
 __all__ = [
+    "CANARY",
     "EnvInfo",
     "HACK_FLAGS",
     "Message",

@@ -39,6 +39,15 @@ the episode (``Episode.hack_flags``), counts ``reward/hack_suspect_frac`` and ``
 them; the env decides whether a flag also costs reward. Any env that grades untrusted output may set it."""
 
 
+CANARY = "canary"
+"""Info key of ``reset`` (or ``step``), ``bool``: this episode is a *canary*, a task no honest answer can pass
+(e.g. hidden tests that contradict each other), which the env mixes into its tasks to measure reward hacking
+while training. Indistinguishable to the policy by design. The rollout marks the episode (``Episode.canary``);
+the trainer leaves it out of the loss and out of the reward metrics, logs ``integrity/canary_pass_rate`` (the
+share of the step's canaries that passed: a success, or a final reward above 0), adds a ``canary_passed`` flag to
+any that passed (``agentrl inspect --flagged`` lists it) and warns loudly the first time."""
+
+
 def hack_flags(info: dict[str, Any]) -> list[str]:
     """The hack flags of a step's ``info`` (``[]`` when absent); a malformed value is an env bug, named here."""
     flags = info.get(HACK_FLAGS, [])
@@ -79,6 +88,8 @@ class EnvInfo(TypedDict, total=False):
     behaviour metrics count a later solve as a recovery."""
     code_ran: bool
     """Step: code was executed and ran; ``False`` counts as a failed run when ``run_failed`` is absent."""
+    canary: bool
+    """Reset or step: the episode is a canary, a task no honest answer passes (see ``CANARY``)."""
     hack_flags: list[str]
     """Step: signals of attempted reward hacking seen in this turn, each ``"<kind>: <detail>"``; recorded on
     the episode (``Episode.hack_flags``), counted as ``reward/hack_suspect_frac``, shown by ``agentrl inspect``

@@ -89,6 +89,7 @@ _INFO_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "action": (_optional(lambda v: isinstance(v, str)), "a str (run, submit, none, invalid) or None"),
     "run_failed": (_optional(_is_bool), "a bool or None"),
     "code_ran": (_optional(_is_bool), "a bool or None"),
+    "canary": (_is_bool, "a bool"),
     "hack_flags": (
         lambda v: isinstance(v, list) and all(isinstance(flag, str) for flag in v),
         "a list of 'kind: detail' strings",

@@ -257,9 +257,11 @@ class RolloutOrchestrator:
             self._release_envs(group)
 
     def _filters_out(self, group: GroupRun) -> bool:
-        """Dynamic sampling: the group has no signal and this step may still filter one more."""
+        """Dynamic sampling: the group has no signal and this step may still filter one more. Never a canary group
+        (``info["canary"]``): its pass rate is measured whatever its rewards (it is not trained on anyway)."""
         return (
             self.config.dynamic_sampling
+            and not any(episode.canary for episode in group.episodes)
             and self._group_filter is not None
             and len(self._filtered) < self.config.max_filtered_groups
             and not self._group_filter(group.episodes)

@@ -26,6 +26,7 @@ from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
 from agentrl.env import MultiTurnEnv, hack_flags
 from agentrl.env.contract import checked_reset, checked_step
 from agentrl.errors import EngineError, EnvContractError
+from agentrl.rollout.canary import check_canary, note_canary
 from agentrl.rollout.env_threads import SLOW_ENV_NOTICE_S, EnvTimeoutError, wait_env_call
 from agentrl.rollout.metrics import RolloutMetrics, SentTokens
 from agentrl.rollout.replay import as_recorded
@@ -146,6 +147,7 @@ class EpisodeRunner:
             self.env, await self._call_env("reset", seed=self.episode.seed, options=dict(self.episode.reset_options))
         )
         self._take_cap(info)
+        note_canary(self.episode, info)
         self.failure_source = "ledger"
         self.ledger.start(list(observation))
         self.episode.status = "running"
@@ -250,6 +252,7 @@ class EpisodeRunner:
         for flag in hack_flags(info):
             if flag not in self.episode.hack_flags:
                 self.episode.hack_flags.append(flag)
+        note_canary(self.episode, info)
         components = info.get("reward_components")
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}
@@ -265,6 +268,7 @@ class EpisodeRunner:
         rewards = [t.reward for t in self.episode.turns if t.reward is not None]
         self.episode.outcome = float(outcome) if outcome is not None else None
         self.episode.final_reward = self.episode.outcome if outcome is not None else float(sum(rewards))
+        check_canary(self.episode)
         self.ctx.metrics.completed += 1
 
 

@@ -156,7 +156,8 @@ def segment_row(
 def build_rows(
     groups: Sequence[Sequence[Episode]], group_size: int, algo: AlgorithmConfig, current_version: int
 ) -> list[TrainRow]:
-    """Per-turn advantages for every group by the configured scheme, then one row per episode.
+    """Per-turn advantages for every group by the configured scheme, then one row per episode; a canary episode's
+    row masks every token (it stays in the batch's shape, out of the loss).
 
     The credit is docs/algorithm.md#per-turn-credit.
     """
@@ -169,10 +170,15 @@ def build_rows(
             )
         episodes.extend(group)
     turn_adv = turn_advantages_of(episodes, group_size, algo)
-    return [
+    rows = [
         TrainRow.concat([segment_row(seg, turn_adv[i], i, current_version, algo.max_token_lag) for seg in ep.segments])
         for i, ep in enumerate(episodes)
     ]
+    for row, episode in zip(rows, episodes, strict=True):
+        if episode.canary:  # a canary (info["canary"]) is never trained on: no token of it enters the loss
+            row.mask = [False] * len(row.mask)
+            row.adv = [0.0] * len(row.adv)
+    return rows
 
 
 def split_mini_batches(rows: list[TrainRow], num: int) -> list[list[TrainRow]]:

@@ -10,7 +10,24 @@ from agentrl.trajectory import Episode
 
 
 def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
-    """Means over the batch's episodes, named ``episode/<metric>``."""
+    """Means over the batch's episodes, named ``episode/<metric>``; canaries (``info["canary"]``) are left out of
+    them and measured on their own (``integrity/*``)."""
+    canaries = [e for g in groups for e in g if e.canary]
+    integrity = integrity_metrics(canaries)
+    groups = [g for g in groups if not any(e.canary for e in g)]
+    return {**_real_metrics(groups), **integrity}
+
+
+def integrity_metrics(canaries: Sequence[Episode]) -> dict[str, float]:
+    """``integrity/canary_pass_rate``: the share of the step's canaries that passed (no honest answer can, so any
+    pass is a forged reward); ``integrity/canaries``: how many there were. Empty without canaries."""
+    if not canaries:
+        return {}
+    passed = sum(e.canary_passed for e in canaries)
+    return {"integrity/canary_pass_rate": passed / len(canaries), "integrity/canaries": float(len(canaries))}
+
+
+def _real_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
     episodes = [e for g in groups for e in g]
     if not episodes:
         return {}

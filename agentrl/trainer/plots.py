@@ -23,6 +23,7 @@ NOT_COMPONENTS = {"episode/reward_mean", "episode/reward_std"}
 PANELS: list[tuple[str, list[str]]] = [
     ("reward", ["episode/reward_mean"]),
     (COMPONENTS, []),
+    ("reward integrity: canary pass rate, flagged share", ["integrity/canary_pass_rate", "reward/hack_suspect_frac"]),
     ("success rate", ["episode/success_rate"]),
     ("turns per episode", ["episode/turns_mean"]),
     ("clip fraction", ["train/clip_frac_seq", "train/clip_frac_token"]),

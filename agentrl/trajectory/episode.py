@@ -129,6 +129,11 @@ class Episode(BaseModel):
         default_factory=list,
         description="Signals of attempted reward hacking the env reported (info['hack_flags']), over all turns.",
     )
+    canary: bool = Field(
+        False,
+        description="A canary task (info['canary']): no honest answer passes it; never trained on, its passes are "
+        "counted as integrity/canary_pass_rate and flagged.",
+    )
     env_snapshot: Any = Field(
         None, description="JSON-able env.snapshot() at the last turn boundary, when the env supports it."
     )
@@ -146,6 +151,11 @@ class Episode(BaseModel):
         """Oldest policy version among sampled tokens (None when nothing was sampled)."""
         versions = [v for s in self.segments for v, m in zip(s.versions, s.loss_mask) if m]
         return min(versions) if versions else None
+
+    @property
+    def canary_passed(self) -> bool:
+        """A canary that passed (success, or a final reward above 0): its verdict was forged, never earned."""
+        return self.canary and (self.success or (self.final_reward or 0.0) > 0.0)
 
     @property
     def success(self) -> bool:

@@ -60,6 +60,20 @@ class CodeAgentConfig(BaseModel):
         "values, errors) equal an earlier draft's of the episode, an identical resubmission included: the turn taught "
         "nothing. Not potential-based: it prefers episodes that use their turns to try something new.",
     )
+    grading_sandbox_scope: Literal["grading", "episode"] = Field(
+        "grading",
+        description="grading: every check (each draft's examples, the hidden tests) in a fresh sandbox; episode: one "
+        "fresh sandbox for all checks of an episode, removed when it ends (no other episode's code enters it; a "
+        "third of the sandbox starts with three checks per episode; docs/sandbox-security.md, Round 3).",
+    )
+    canary_share: float = Field(
+        0.05,
+        ge=0.0,
+        lt=0.5,
+        description="Share of the train split's task ids that are canaries: copies of real tasks whose hidden tests "
+        "no answer can pass (envs/code_exec/canary.py), marked info['canary'], never trained on; their pass rate is "
+        "integrity/canary_pass_rate. 0 turns them off; other splits have none.",
+    )
     zero_reward_if_flagged: bool = Field(
         False,
         description="Outcome 0 (and no positive shaping) for an episode whose checks raised a hack flag (attempted "

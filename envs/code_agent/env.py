@@ -17,16 +17,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
+from agentrl.env import CANARY, HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import ConfigError
 from envs.code_agent.config import CodeAgentConfig
 from envs.code_agent.feedback import draft_report, instructions, output_block
 from envs.code_agent.verdicts import Verdicts, run_tests
 from envs.code_exec.actions import CodeAction, defines_function, parse_action
+from envs.code_exec.canary import canary_sources, contradict
 from envs.code_exec.env import run_python, submit
 from envs.code_exec.sandboxing import shorten
 from envs.code_exec.session import SandboxSession
 from envs.code_tasks import GeneratedTask, generate_tasks
+
+
+class CanaryTask(GeneratedTask):
+    """A canary copy of a generated task: the same prompt and visible examples, hidden tests no answer passes."""
+
+    def hidden_tests(self) -> list[str]:
+        """The source's hidden tests, each contradicted after its call (``envs.code_exec.canary``)."""
+        return contradict(super().hidden_tests())
 
 
 class CodeAgentEnv(SandboxSession, MultiTurnEnv):
@@ -44,7 +53,10 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         self._tasks = generate_tasks(self.config.tasks, self.config.split)
         if not self._tasks:
             raise ConfigError(f"the generator config {self.config.tasks} has no tasks in split {self.config.split!r}")
-        self._by_id = {task.task_id: task for task in self._tasks}
+        self._by_id: dict[str, GeneratedTask] = {task.task_id: task for task in self._tasks}
+        self._canaries = canary_sources(list(self._by_id), self.config.canary_share, self.config.split)
+        for canary, source in self._canaries.items():
+            self._by_id[canary] = CanaryTask(**{**self._by_id[source].model_dump(), "task_id": canary})
         self.task: GeneratedTask = self._tasks[0]
         self._clear()
 
@@ -58,8 +70,8 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         self.flags: list[str] = []  # hack flags raised by any check of this episode
 
     def task_ids(self) -> list[str]:
-        """Task ids of the configured split."""
-        return [task.task_id for task in self._tasks]
+        """Task ids of the configured split, its canaries last."""
+        return list(self._by_id)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -72,7 +84,8 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         self._clear()
         self.reset_session()
         prompt = f"{self.task.prompt}\n\n{instructions(self.task, self.max_turns, self.config.submit)}"
-        return [user(prompt)], {"task_id": task_id, "kind": self.task.kind, "entry_point": self.task.entry_point}
+        info = {"task_id": task_id, "kind": self.task.kind, "entry_point": self.task.entry_point}
+        return [user(prompt)], {**info, CANARY: task_id in self._canaries}
 
     def step(self, action: str) -> StepResult:
         """Run the turn's cell and check its draft, or grade the submission (on the last turn, the latest draft)."""

@@ -77,6 +77,14 @@ class CodeExecConfig(BaseModel):
     run_bonus: float = Field(
         0.0, ge=0.0, description="Reward for a code cell that runs without an error (a shaping signal)."
     )
+    canary_share: float = Field(
+        0.05,
+        ge=0.0,
+        lt=0.5,
+        description="Share of the train split's task ids that are canaries: copies of real tasks whose hidden tests "
+        "no answer can pass (envs/code_exec/canary.py), marked info['canary'], never trained on; their pass rate is "
+        "integrity/canary_pass_rate. 0 turns them off; other splits have none.",
+    )
     zero_reward_if_flagged: bool = Field(
         False,
         description="Reward 0 for an episode whose submission raised a hack flag (attempted exploit; see "

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl.env import HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
+from agentrl.env import CANARY, HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import ConfigError, ReplayDivergenceError
 from envs.code_exec.actions import CodeAction, parse_action
+from envs.code_exec.canary import canary_sources, contradict
 from envs.code_exec.config import CodeExecConfig
 from envs.code_exec.sandboxing import shorten
 from envs.code_exec.session import SandboxSession
@@ -66,6 +67,10 @@ class CodeExecEnv(SandboxSession, MultiTurnEnv):
                 "or source"
             )
         self._by_id = {task.task_id: task for task in self._tasks}
+        self._canaries = canary_sources(list(self._by_id), self.config.canary_share, self.config.split)
+        for canary, source in self._canaries.items():
+            task = self._by_id[source]
+            self._by_id[canary] = task.model_copy(update={"task_id": canary, "tests": contradict(task.tests)})
         self.task: CodingTask = self._tasks[0]
         self.cells: list[str] = []
         self.outputs: list[str] = []  # what each cell showed the model (restore() compares the replay with it)
@@ -76,8 +81,8 @@ class CodeExecEnv(SandboxSession, MultiTurnEnv):
         return super().tool_schemas() if self.config.expose_tools else []
 
     def task_ids(self) -> list[str]:
-        """Task ids of the configured split."""
-        return [task.task_id for task in self._tasks]
+        """Task ids of the configured split, its canaries last."""
+        return list(self._by_id)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -91,6 +96,7 @@ class CodeExecEnv(SandboxSession, MultiTurnEnv):
             "task_id": task_id,
             "kind": self.task.kind,
             "entry_point": self.task.entry_point,
+            CANARY: task_id in self._canaries,
         }
 
     def _instructions(self) -> str:

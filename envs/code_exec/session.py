@@ -3,7 +3,9 @@ the verified replay of a session's cells on restore, and their release.
 
 Grading never runs in the session's sandbox: the model's run cells could prepare it (write files the graded
 draft reads, leave state in /tmp or /dev/shm). It runs in another sandbox of the same settings that only
-graded code ever enters, borrowed for the one grading (``grading_sandbox``).
+graded code ever enters, used for that one grading and then removed (``grading_sandbox``): the grading pool is
+single-use, so nothing a graded solution leaves behind (a process that escaped the kills, a socket's state, a
+file) reaches the next grading, and a fresh sandbox started ahead of demand takes its place.
 
 Both come from the process's shared pools (``sandboxes.shared``), one per purpose: an env's session sandbox is
 given back when the env closes, a grading sandbox after each grading, and the pool resets every sandbox given
@@ -16,14 +18,29 @@ A mixin for ``MultiTurnEnv`` subclasses whose ``config`` has ``sandbox``, ``cell
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentrl.errors import PreflightError, ReplayDivergenceError
 from envs.code_exec.grading import Grader, GraderConfig, require_isolation
+from envs.code_exec.grading.sources import solution_server_source
 from envs.code_exec.sandboxing import shorten
 from sandboxes import Sandbox, SandboxPool
 from sandboxes.shared import shared_pool
+
+log = logging.getLogger(__name__)
+
+
+def _warm_for_grading(sandbox: Sandbox) -> None:
+    """Start and stop the grading's solution service once, ahead of demand: a first grading in a fresh sandbox
+    then costs what a later one does (it was about twice as slow)."""
+    sandbox.open_service(solution_server_source()).close()
+
+
+def grading_pool(settings: Any) -> SandboxPool:
+    """The process's single-use grading pool for these sandbox settings (each sandbox warmed for grading)."""
+    return shared_pool(settings, "grading", single_use=True, prepare=_warm_for_grading)
 
 
 class SandboxSession:
@@ -42,15 +59,30 @@ class SandboxSession:
             self._sandbox = self._sandbox_pool.acquire()
         return self._sandbox
 
+    _episode_grading: Sandbox | None = None  # with grading_sandbox_scope "episode": this episode's, until it ends
+
     @contextlib.contextmanager
     def grading_sandbox(self) -> Iterator[Sandbox]:
-        """A sandbox no run cell ever entered, reset since its last grading, for one grading (then given back)."""
-        pool = shared_pool(self.config.sandbox, "grading")
+        """A fresh sandbox no code ever entered, for one grading (then removed, in the background); with
+        ``config.grading_sandbox_scope == "episode"`` the same fresh sandbox for every grading of one episode,
+        removed when the episode ends (``reset_session``, ``close``): no other episode's code ever enters it."""
+        pool = grading_pool(self.config.sandbox)
+        if getattr(self.config, "grading_sandbox_scope", "grading") == "episode":
+            if self._episode_grading is None:
+                self._episode_grading = pool.acquire()
+            yield self._episode_grading
+            return
         sandbox = pool.acquire()
         try:
             yield sandbox
         finally:
             pool.release(sandbox)
+
+    def end_episode_grading(self) -> None:
+        """Give back (to be removed) the episode's grading sandbox, if it holds one."""
+        if self._episode_grading is not None:
+            sandbox, self._episode_grading = self._episode_grading, None
+            grading_pool(self.config.sandbox).release(sandbox)
 
     @property
     def grader(self) -> Grader:
@@ -64,9 +96,19 @@ class SandboxSession:
         return self._grader
 
     def reset_session(self) -> None:
-        """Clear the sandbox's Python session, if one was started (none yet means nothing to clear)."""
-        if self._sandbox is not None:
+        """Clear the sandbox's Python session, if one was started (none yet means nothing to clear). A reset that
+        fails in any way (what the last episode left defeated it) gives the sandbox up: the next use takes a
+        fresh one, so nothing a solution did escapes as an error of the env. Ends the episode's grading sandbox."""
+        self.end_episode_grading()
+        if self._sandbox is None:
+            return
+        try:
             self._sandbox.reset()
+        except Exception as exc:  # noqa: BLE001 - never reuse it, never fail the episode for it
+            log.warning("the session sandbox failed to reset (%s: %s): replacing it", type(exc).__name__, exc)
+            sandbox, self._sandbox = self._sandbox, None
+            if self._sandbox_pool is not None:
+                self._sandbox_pool.discard(sandbox)
 
     def sandbox_preflight(self, what: str) -> list[str]:
         """Run one cell in this env's sandbox: proves the Docker engine, the image and the limits work."""
@@ -97,6 +139,7 @@ class SandboxSession:
 
     def close(self) -> None:
         """Give the session sandbox back to its pool and stop the grader's judge process (idempotent)."""
+        self.end_episode_grading()
         if self._grader is not None:
             self._grader.close()
             self._grader = None

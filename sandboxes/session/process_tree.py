@@ -5,6 +5,7 @@ Stdlib only (Python 3.9+): shipped as source into the sandbox by server_source()
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
@@ -17,6 +18,7 @@ from sandboxes.session.fdwait import readable
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 CHUNK = 65536
 OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 REAPED: dict[int, int] = {}  # pid -> wait status of children collected by reap()
@@ -86,9 +88,10 @@ def children_of(pid: int) -> list[int]:
     return kids
 
 
-def kill_descendants(keep: tuple[int, ...] = ()) -> None:
-    """SIGKILL every descendant of this supervisor except `keep`; orphans come back to us (subreaper)."""
-    for _ in range(50):
+def kill_descendants(keep: tuple[int, ...] = (), rounds: int = 50) -> bool:
+    """SIGKILL every descendant of this supervisor except `keep`; orphans come back to us (subreaper). False when
+    some were still there after ``rounds`` sweeps (a reset then fails, and the host replaces the sandbox)."""
+    for _ in range(rounds):
         todo, found = children_of(os.getpid()), []
         while todo:
             pid = todo.pop()
@@ -96,7 +99,7 @@ def kill_descendants(keep: tuple[int, ...] = ()) -> None:
             if pid not in keep:
                 found.append(pid)
         if not found:
-            return
+            return True
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -104,6 +107,29 @@ def kill_descendants(keep: tuple[int, ...] = ()) -> None:
                 pass
         reap()
         time.sleep(0.001)
+    return False
+
+
+def strangers(keep: tuple[int, ...]) -> list[int]:
+    """Running processes in this pid namespace other than pid 1, this one and ``keep``: in a container, where
+    every process is the sandbox's, anything listed here escaped the kills."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (1, os.getpid(), *keep):
+            continue
+        try:
+            with open("/proc/%s/stat" % entry, "rb") as fh:
+                state = fh.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def set_dumpable(on: bool) -> None:
+    """Off: no process of the same uid may ptrace this one or read its memory (process_vm_readv, /proc/PID/mem)."""
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0)
 
 
 def reap() -> None:

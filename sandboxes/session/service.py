@@ -21,6 +21,7 @@ from sandboxes.session.process_tree import (
     Capture,
     apply_limits,
     new_pipe,
+    set_dumpable,
     wait_for,
 )
 
@@ -54,6 +55,7 @@ class Service:
         status = 0
         try:
             ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            set_dumpable(True)
             apply_limits(cfg)
             os.chdir(cfg["workdir"])
             exec(code, {"__name__": "__service__"})

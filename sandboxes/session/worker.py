@@ -21,6 +21,7 @@ from sandboxes.session.process_tree import (
     kill_descendants,
     new_pipe,
     read_frame,
+    set_dumpable,
     wait_for,
     write_frame,
 )
@@ -53,6 +54,7 @@ class Worker:
         os.dup2(err_w, 2)
         try:
             ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            set_dumpable(True)
             apply_limits(self.cfg)
             os.chdir(self.cfg["workdir"])
             sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)

@@ -163,11 +163,12 @@ class _GradingRun:
 
     def __init__(self, config: GraderConfig, sandbox: Any, task: GradableTask, solution: str) -> None:
         self.config, self.task = config, task
-        self.flags: list[HackFlag] = scan_source(solution)
+        program = build_program(task, solution)
+        self.flags: list[HackFlag] = scan_source(solution, program)
         self.verdicts: dict[int, TestVerdict] = {}
         self.solution = SolutionProcess(
             sandbox,
-            build_program(task, solution),
+            program,
             per_test_s=config.per_test_timeout_s,
             budget_s=config.total_timeout_s,
             load_timeout_s=config.load_s,

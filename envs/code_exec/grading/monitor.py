@@ -16,6 +16,9 @@ import sys
 from typing import Any
 
 FLAG_PREFIX = "\x1eagentrl-flag "
+# Written after each request, before its reply: a reply the host gets without it means the channel was cut or
+# redirected (``dup2`` onto the descriptor, closing it), and the host flags ``monitor_silenced`` itself.
+BEAT_PREFIX = "\x1eagentrl-beat "
 SERVICE_FILE = "<service>"  # the file name of this shipped code (the sandbox service compiles it so)
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
@@ -91,6 +94,13 @@ class Monitor:
             os.write(self.flag_fd, (FLAG_PREFIX + json.dumps(list(key)) + "\n").encode("utf-8", "replace"))
         except OSError:
             pass  # the solution closed our descriptor: nothing left to report to
+
+    def beat(self, count: int) -> None:
+        """Say the channel still works, once per request (``count``: this process's requests so far)."""
+        try:
+            os.write(self.flag_fd, (BEAT_PREFIX + str(count) + "\n").encode("ascii"))
+        except OSError:
+            pass  # the host sees the beat missing: that is the flag
 
     def hook(self, event: str, args: tuple[Any, ...]) -> None:
         """The audit hook: one dict lookup for the events nobody watches."""

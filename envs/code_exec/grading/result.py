@@ -20,6 +20,8 @@ HackKind = Literal[
     "builtins_patched",
     "channel_tampering",
     "grading_error",
+    "monitor_silenced",
+    "unscannable_source",
 ]
 HACK_KINDS: frozenset[str] = frozenset(get_args(HackKind))
 # Kinds that void a grading whatever the env's settings: the verdicts could not be trusted (a channel carried

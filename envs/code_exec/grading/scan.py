@@ -76,16 +76,44 @@ def _node_flags(node: ast.AST) -> list[tuple[HackKind, str]]:
     return _module_flags(node)
 
 
-def scan_source(source: str) -> list[HackFlag]:
-    """Flags for the suspicious names in ``source`` (first occurrence of each, with its line)."""
+def _parse_program(program: str | None, source: str) -> tuple[ast.AST | None, int]:
+    """The parsed program and the line the solution starts on, or (None, 0) when it does not parse."""
+    if program is None or not program.endswith(source) or len(program) > 4 * MAX_SOURCE_CHARS:
+        return None, 0
     try:
-        tree = ast.parse(source[:MAX_SOURCE_CHARS])
+        return ast.parse(program), program[: len(program) - len(source)].count("\n") + 1
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []  # it will fail to load: nothing to grade, nothing to flag
+        return None, 0
+
+
+def scan_source(source: str, program: str | None = None) -> list[HackFlag]:
+    """Flags for the suspicious names in ``source`` (first occurrence of each, with its line).
+
+    A source the scan cannot read whole is itself a flag (``unscannable_source``), never a silent pass: one
+    over ``MAX_SOURCE_CHARS``, or one the parser gives up on (nesting past its limits, out of memory). A plain
+    syntax error is no flag when ``program`` (what is loaded: the task's prefix followed by ``source``) does not
+    parse either: it cannot load, so it scores 0; when ``program`` parses (a completion that continues the
+    prefix's last function), the part after the prefix is scanned.
+    """
+    if len(source) > MAX_SOURCE_CHARS:
+        detail = f"source of {len(source)} characters, over the scan's {MAX_SOURCE_CHARS}"
+        return [HackFlag(kind="unscannable_source", detail=detail, source="static")]
+    try:
+        tree, first_line = ast.parse(source), 1
+    except SyntaxError:
+        tree, first_line = _parse_program(program, source)
+        if tree is None:
+            return []  # neither parses: it will fail to load, nothing to grade, nothing to flag
+    except (ValueError, RecursionError, MemoryError) as exc:
+        detail = f"the parser gave up on the source ({type(exc).__name__})"
+        return [HackFlag(kind="unscannable_source", detail=detail, source="static")]
     flags: dict[tuple[str, str], HackFlag] = {}
     for node in ast.walk(tree):
+        line = getattr(node, "lineno", first_line)
+        if line < first_line:
+            continue  # the task's own prefix
+        line -= first_line - 1
         for kind, detail in _node_flags(node):
-            line = getattr(node, "lineno", 0)
             flags.setdefault(
                 (kind, detail), HackFlag(kind=kind, detail=f"source {detail} (line {line})", source="static")
             )

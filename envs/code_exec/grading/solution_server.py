@@ -198,6 +198,7 @@ def main() -> None:
     monitor = Monitor(flags)
     monitor.install()
     server = SolutionServer(monitor)
+    count = 0
     while True:
         try:
             (size,) = struct.unpack(">I", _read_exact(requests, 4))
@@ -209,4 +210,6 @@ def main() -> None:
         except WireError as exc:
             answer = {"error": str(exc)}
         data = dumps(answer).encode("utf-8")
+        count += 1
+        monitor.beat(count)
         _write_all(replies, struct.pack(">I", len(data)) + data)
