@@ -47,12 +47,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="Fraction of chats that repeat the wrong draft before the fix (0-1).",
     )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=ROOT / "configs" / "quickstart.yaml",
+        help="Run config whose env.kwargs.tasks (the generator: families, held-out and validation shares) defines "
+        "the training split the chats come from, so the warm-up never sees the job's held-out or validation tasks.",
+    )
     parser.add_argument("--sandbox", default="auto", help="Sandbox kind the chats are played in (auto/docker/process).")
     return parser.parse_args(argv)
 
 
+def generator_of(config_path: Path) -> dict:
+    """The task generator settings (``env.kwargs.tasks``) of a run config; {} (the defaults) when it sets none."""
+    import yaml
+
+    with open(config_path, encoding="utf-8") as handle:
+        config = yaml.safe_load(handle) or {}
+    return ((config.get("env") or {}).get("kwargs") or {}).get("tasks") or {}
+
+
 def scripted_chats(
-    task_count: int, seed: int, sandbox: str, *, train_drafts: bool = True, repeat_frac: float = 0.0
+    task_count: int,
+    seed: int,
+    sandbox: str,
+    *,
+    train_drafts: bool = True,
+    repeat_frac: float = 0.0,
+    tasks: dict | None = None,
 ) -> tuple[list[list[dict]], int, list[dict]]:
     """Fail-then-fix chats of up to ``task_count`` training tasks (seeded choice), how many tasks were tried, and
     the env's tool schemas (the rollout renders them into the prompt, so the warm-up does too). A seeded
@@ -60,7 +82,7 @@ def scripted_chats(
     from envs.code_agent.env import CodeAgentEnv
     from envs.code_agent.traces import fail_then_fix
 
-    env = CodeAgentEnv(split="train", sandbox={"kind": sandbox})
+    env = CodeAgentEnv(split="train", tasks=tasks or {}, sandbox={"kind": sandbox})
     try:
         task_ids = env.task_ids()
         random.Random(seed).shuffle(task_ids)
@@ -88,7 +110,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.manual_seed(args.seed)
     chats, tried, schemas = scripted_chats(
-        args.tasks, args.seed, args.sandbox, train_drafts=not args.untrained_drafts, repeat_frac=args.repeat_frac
+        args.tasks,
+        args.seed,
+        args.sandbox,
+        train_drafts=not args.untrained_drafts,
+        repeat_frac=args.repeat_frac,
+        tasks=generator_of(args.config),
     )
     print(f"[warmup] {len(chats)} fail-then-fix chats from {tried} training tasks", flush=True)
     tokenizer = load_tokenizer(args.model)
@@ -109,6 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "base_model": str(args.model),
         "tasks_tried": tried,
+        "config": str(args.config),
         "untrained_drafts": args.untrained_drafts,
         "repeat_frac": args.repeat_frac,
         **cfg.model_dump(),

@@ -35,6 +35,12 @@ def _failed(info: dict[str, Any]) -> bool:
     return info.get("code_ran") is False
 
 
+def had_failed_run(episode: Episode) -> bool:
+    """The episode ran code that failed (raised, timed out or failed its visible checks) on some turn; with a
+    successful last turn, it recovered after a failed run."""
+    return any(t.info.get("action") == "run" and _failed(t.info) for t in episode.turns)
+
+
 def behaviour_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
     """Means over episodes (``recovery_frac`` over those with a failed run; 0 when there are none).
 
@@ -53,7 +59,7 @@ def behaviour_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
         return {"turns_mean": statistics.fmean(turns)}  # the env reports no actions: nothing else is measured
     code_turns = sum(a in ("run", "submit") for acts in actions for a in acts)
     tested = sum("run" in acts[:-1] for acts in actions)
-    failed = [e for e in finished if any(t.info.get("action") == "run" and _failed(t.info) for t in e.turns)]
+    failed = [e for e in finished if had_failed_run(e)]
     recovered = sum(bool(e.turns[-1].info.get("success")) for e in failed)
     return {
         "turns_mean": statistics.fmean(turns),

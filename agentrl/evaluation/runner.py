@@ -22,7 +22,7 @@ from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine
 from agentrl.env import MultiTurnEnv
 from agentrl.errors import ConfigError
-from agentrl.evaluation.behaviour import behaviour_metrics
+from agentrl.evaluation.behaviour import behaviour_metrics, had_failed_run
 from agentrl.rollout.dataset import task_seed
 from agentrl.rollout.env_threads import DaemonThreadPool
 from agentrl.rollout.metrics import RolloutMetrics
@@ -44,12 +44,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass
 class TaskResult:
-    """All samples of one task: success flags, rewards, and the failures' error texts."""
+    """All samples of one task: success flags, rewards, whether each had a failed run (with success: a recovery;
+    ``agentrl.evaluation.behaviour``), and the failures' error texts."""
 
     task_id: str
     successes: list[bool] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    failed_runs: list[bool] = field(default_factory=list)
 
 
 @dataclass
@@ -159,6 +161,7 @@ async def evaluate(
                 episode = await done
                 result = results[episode.task_id]
                 result.successes.append(episode.success)
+                result.failed_runs.append(had_failed_run(episode))
                 result.rewards.append(float(episode.final_reward or 0.0))
                 if episode.error:
                     result.errors.append(episode.error)

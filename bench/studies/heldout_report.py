@@ -2,9 +2,11 @@
 
 Each run directory holds what ``agentrl train`` wrote (``eval-before-<split>.json``, ``eval-after-<split>.json``,
 ``metrics.jsonl``). Per run and split: pass@1 before and after, the paired change with its 95 % interval over
-tasks, and the agent's behaviour (turns, testing before submitting, recovery after a failed run). Over the runs:
-the spread (min-max) of the before-evaluations, the mean change with a 95 % t-interval over runs, and the
-verdict the main-job issue asks for: pass@1 rose in every run, and by more than the before-evaluations' spread.
+tasks, and the agent's behaviour (turns, testing before submitting, recovery after a failed run). A change is
+judged by its paired interval alone: "rose" when the interval lies above 0, "fell" when below, otherwise "not
+distinguishable from 0" (the before-evaluations' spread says nothing here: greedy evaluations have none).
+Then the main job's targets (``targets``): training success, mean of the last quarter of steps minus the first
+quarter's, per run; the held-out paired change per run; and recovery after a failed run, pooled over the runs.
 
     .venv/bin/python bench/studies/heldout_report.py runs/quickstart-A runs/quickstart-B runs/quickstart-C [--json \\
         out.json]
@@ -22,6 +24,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mainjob_targets import targets, targets_text  # noqa: E402
 
 from agentrl.trainer.heldout import paired_gain  # noqa: E402
 from agentrl.util.stats import t_interval  # noqa: E402
@@ -73,19 +78,33 @@ def run_summary(run_dir: Path, splits: list[str]) -> dict[str, Any]:
     return out
 
 
+def verdict(interval: dict[str, Any] | None) -> str:
+    """'rose' when the 95 % interval lies above 0, 'fell' when below, else 'not distinguishable from 0' (also when
+    there is no interval: one task, or a missing evaluation)."""
+    if not interval or interval.get("lo") is None or interval.get("hi") is None:
+        return "not distinguishable from 0"
+    if interval["lo"] > 0:
+        return "rose"
+    if interval["hi"] < 0:
+        return "fell"
+    return "not distinguishable from 0"
+
+
 def across_runs(runs: list[dict[str, Any]], splits: list[str]) -> dict[str, Any]:
-    """Per split: the before-evaluations' spread, the mean change over runs, and whether every run rose by more
-    than that spread."""
+    """Per split: the before-evaluations' spread, the mean change over runs with its interval over runs, and how
+    many runs' paired intervals over tasks lie above 0."""
     out = {}
     for split in splits:
         befores = [r["splits"][split]["before"] for r in runs]
         changes = [r["splits"][split]["after"] - r["splits"][split]["before"] for r in runs]
-        spread = max(befores) - min(befores)
+        verdicts = [verdict(r["splits"][split]["gain"]) for r in runs]
         out[split] = {
-            "before_spread": spread,
+            "before_spread": max(befores) - min(befores),
             "change": t_interval(changes),
-            "rose_in_every_run": all(c > 0 for c in changes),
-            "every_rise_beyond_spread": all(c > spread for c in changes),
+            "verdict_over_runs": verdict(t_interval(changes)),
+            "verdicts": verdicts,
+            "runs_rose": sum(v == "rose" for v in verdicts),
+            "rose_in_every_run": all(v == "rose" for v in verdicts),
         }
     return out
 
@@ -128,9 +147,11 @@ def markdown(runs: list[dict[str, Any]], summary: dict[str, Any], splits: list[s
         change = s["change"]
         interval = "" if change["lo"] is None else f" [{change['lo']:+.2f}, {change['hi']:+.2f}]"
         lines.append(
-            f"\n{split}: mean change over {change['n']} runs {change['mean']:+.3f}{interval}; before-evaluation spread "
-            f"{s['before_spread']:.2f}; rose in every run: {'yes' if s['rose_in_every_run'] else 'no'}; every rise "
-            f"beyond the spread: {'yes' if s['every_rise_beyond_spread'] else 'no'}"
+            f"\n{split}: paired change per run: "
+            + "; ".join(f"{Path(r['run']).name} {_fmt_gain(r['splits'][split]['gain'])}" for r in runs)
+            + f"\n{split}: per run: {', '.join(s['verdicts'])} (rose, its interval above 0, in {s['runs_rose']} of "
+            f"{len(runs)}); mean change over {change['n']} runs {change['mean']:+.3f}{interval}: "
+            f"{s['verdict_over_runs']}"
         )
     return "\n".join(lines)
 
@@ -141,6 +162,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("runs", nargs="+", type=Path, help="Run directories of agentrl train.")
     parser.add_argument("--splits", default="test_kinds,test_instances")
     parser.add_argument("--json", type=Path, help="Also write the numbers here.")
+    parser.add_argument(
+        "--target-split", default="test_instances", help="The split the held-out and recovery targets are judged on."
+    )
     args = parser.parse_args(argv)
     splits = args.splits.split(",")
     try:
@@ -149,7 +173,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(str(exc))
     summary = across_runs(runs, splits)
     print(markdown(runs, summary, splits))
-    result = {"runs": runs, "across_runs": summary}
+    goals = targets(runs, args.runs, args.target_split)
+    print("\n" + targets_text(goals))
+    result = {"runs": runs, "across_runs": summary, "targets": goals}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     return result

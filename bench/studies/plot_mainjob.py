@@ -114,12 +114,32 @@ def _before_after(ax: Any, series: list[tuple[str, Pairs]], steps: int, colours:
     ax.set(xlabel="training step", xticks=[0, steps])
 
 
+def _paired_intervals(ax: Any, runs: list[dict[str, Any]], steps: int, colours: Any) -> None:
+    """At the last step, each run's paired 95 % interval of the change over tasks, drawn around its after value
+    (before + the interval's bounds), slightly apart so the runs' bars do not hide each other."""
+    for split_index, split in enumerate(SPLITS):
+        for i, run in enumerate(runs):
+            s = run["splits"][split]
+            gain = s.get("gain") or {}
+            if gain.get("lo") is None:
+                continue
+            x = steps * (1.02 + 0.025 * (i + len(runs) * split_index))
+            lo, hi = s["before"] + gain["lo"], s["before"] + gain["hi"]
+            ax.plot([x, x], [lo, hi], color=colours[i], linewidth=1.5, alpha=0.8)
+
+
 def _success_per_step(ax: Any, runs: list[dict[str, Any]], steps: int, colours: Any) -> None:
+    """Each run's training success per step, with its first- and last-quarter means as flat segments."""
     for i, run in enumerate(runs):
         points = run["success_per_step"]
-        ax.plot(range(1, len(points) + 1), points, marker=".", color=colours[i], label=run["run"])
-    ax.set(title="training success rate per step", xlabel="training step", ylim=(0, 1))
-    ax.set_xticks(range(1, steps + 1))
+        ax.plot(range(1, len(points) + 1), points, marker=".", color=colours[i], label=run["run"], alpha=0.6)
+        quarter = max(1, len(points) // 4)
+        for start in (0, len(points) - quarter):
+            mean = sum(points[start : start + quarter]) / quarter
+            ax.plot([start + 1, start + quarter], [mean, mean], color=colours[i], linewidth=3)
+    ax.set(title="training success rate per step\n(thick: first- and last-quarter means)", xlabel="training step")
+    ax.set_ylim(0, 1)
+    ax.set_xticks(range(1, steps + 1, max(1, steps // 10)))
     ax.legend(fontsize=7)
 
 
@@ -146,7 +166,10 @@ def draw(record: dict[str, Any], out: Path) -> None:
         for split in SPLITS
     ]
     _before_after(axes[0], pass_at_1, steps, colours, seeds)
-    axes[0].set(title="held-out pass@1 (greedy), before and after", ylim=(0, 1))
+    _paired_intervals(axes[0], runs, steps, colours)
+    axes[0].set(
+        title="held-out pass@1 (greedy), before and after\n(bars: before + the paired 95 % interval)", ylim=(0, 1)
+    )
     _success_per_step(axes[1], runs, steps, colours)
     split = SPLITS[0]
     for ax, keys in ((axes[2], list(BEHAVIOUR)[:2]), (axes[3], list(BEHAVIOUR)[2:])):

@@ -21,10 +21,11 @@ class CodeAgentConfig(BaseModel):
         default_factory=GeneratorConfig,
         description="The procedural task generator: seed, per-family counts, held-out families (envs/code_tasks).",
     )
-    split: Literal["train", "test_instances", "test_kinds", "test", "all"] = Field(
+    split: Literal["train", "validation", "test_instances", "test_kinds", "test", "all"] = Field(
         "train",
-        description="train; test_instances (unseen behaviours of the trained families); test_kinds (families never "
-        "trained on); test (both); all.",
+        description="train; validation (untrained behaviours of the trained families, for choosing settings; "
+        "tasks.validation_fifths > 0); test_instances (unseen behaviours of the trained families); test_kinds "
+        "(families never trained on); test (both held-out splits); all.",
     )
     max_turns: int = Field(3, ge=1, description="Replies per episode; on the last one the latest draft is graded.")
     submit: Literal["on_pass", "explicit"] = Field(

@@ -3,8 +3,10 @@
 Draw ``i`` of family ``f`` uses ``random.Random(f"code_tasks/{seed}/{f}/{i}")`` (string seeds hash
 with SHA-512, so every run and platform gets the same tasks). A draw whose behaviour key was seen
 before is skipped. Splits: every draw of a held-out family is ``test_kinds``; for a trained family,
-the key's hash alone puts one in five behaviours in ``test_instances`` (so no seed or count can move
-a behaviour between train and test) and the rest in ``train``.
+the key's hash alone puts ``test_fifths`` in five behaviours in ``test_instances``, the next
+``validation_fifths`` in ``validation`` (tasks of the trained families that are never trained on, for
+choosing settings without touching the held-out splits) and the rest in ``train``, so no seed or count
+can move a behaviour between train and the held-out splits.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from envs.code_tasks.build import build_task
 from envs.code_tasks.families import FAMILIES
 from envs.code_tasks.task import GeneratedTask
 
-Split = Literal["train", "test_instances", "test_kinds", "test", "all"]
+Split = Literal["train", "validation", "test_instances", "test_kinds", "test", "all"]
 # One held-out family per domain that has enough families to spare one.
 DEFAULT_HELDOUT = ("predicates", "rotate", "windows", "fizzbuzz", "parse_numbers")
 _MAX_DRAWS = 400
@@ -37,6 +39,21 @@ class GeneratorConfig(BaseModel):
     test_per_family: int = Field(
         6, ge=0, description="At most this many test_instances per trained family (behaviours never trained on)."
     )
+    test_fifths: int = Field(
+        1,
+        ge=1,
+        le=3,
+        description="Fifths of a trained family's behaviours (by the behaviour key's hash) held out as test_instances; "
+        "2 holds out twice as many (a larger test_instances split, a smaller train split).",
+    )
+    validation_fifths: int = Field(
+        0,
+        ge=0,
+        le=2,
+        description="Fifths of a trained family's behaviours (after test_instances') kept out of train as the "
+        "validation split: for choosing settings on tasks of the trained families without the held-out splits.",
+    )
+    validation_per_family: int = Field(8, ge=0, description="At most this many validation tasks per trained family.")
     kinds_per_family: int = Field(12, ge=0, description="At most this many test_kinds tasks per held-out family.")
     heldout_families: tuple[str, ...] = Field(
         DEFAULT_HELDOUT, description="Families never trained on (test_kinds); the others train."
@@ -53,6 +70,11 @@ class GeneratorConfig(BaseModel):
                 raise ConfigError(
                     f"{name!r} is not a task family; known: {sorted(FAMILIES)}." + did_you_mean(name, FAMILIES)
                 )
+        if self.test_fifths + self.validation_fifths > 4:
+            raise ConfigError(
+                f"test_fifths {self.test_fifths} + validation_fifths {self.validation_fifths} leave no fifth of a "
+                "family's behaviours to train on; keep their sum at most 4"
+            )
         if not set(self.families or FAMILIES) - set(self.heldout_families):
             raise ConfigError("heldout_families holds out every family, so nothing is left to train on")
         return self
@@ -61,11 +83,18 @@ class GeneratorConfig(BaseModel):
 def _split_of(key: str, family: str, config: GeneratorConfig) -> str:
     if family in config.heldout_families:
         return "test_kinds"
-    return "test_instances" if hashlib.sha256(key.encode()).digest()[0] % 5 == 0 else "train"
+    fifth = hashlib.sha256(key.encode()).digest()[0] % 5
+    if fifth < config.test_fifths:
+        return "test_instances"
+    return "validation" if fifth < config.test_fifths + config.validation_fifths else "train"
 
 
 def _family_tasks(family: str, config: GeneratorConfig) -> dict[str, list[GeneratedTask]]:
-    wanted = {"train": config.train_per_family, "test_instances": config.test_per_family}
+    wanted = {
+        "train": config.train_per_family,
+        "test_instances": config.test_per_family,
+        "validation": config.validation_per_family if config.validation_fifths else 0,
+    }
     if family in config.heldout_families:
         wanted = {"test_kinds": config.kinds_per_family}
     found: dict[str, list[GeneratedTask]] = {split: [] for split in wanted}
@@ -94,13 +123,18 @@ def _interleave(groups: list[list[GeneratedTask]]) -> list[GeneratedTask]:
 
 @lru_cache(maxsize=8)
 def _generate(config: GeneratorConfig) -> dict[str, tuple[GeneratedTask, ...]]:
-    by_split: dict[str, list[list[GeneratedTask]]] = {"train": [], "test_instances": [], "test_kinds": []}
+    by_split: dict[str, list[list[GeneratedTask]]] = {
+        "train": [],
+        "validation": [],
+        "test_instances": [],
+        "test_kinds": [],
+    }
     for family in config.families or tuple(FAMILIES):
         for split, tasks in _family_tasks(family, config).items():
             by_split[split].append(tasks)
     parts = {split: _interleave(groups) for split, groups in by_split.items()}
     parts["test"] = parts["test_kinds"] + parts["test_instances"]
-    parts["all"] = parts["train"] + parts["test"]
+    parts["all"] = parts["train"] + parts["validation"] + parts["test"]
     return {split: tuple(tasks) for split, tasks in parts.items()}
 
 
