@@ -144,7 +144,7 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(tiny_model_dir: Path, tm
 
     from transformers import AutoModelForCausalLM
 
-    from agentrl.engines.sglang_http import SGLangEngine
+    from agentrl.engines.sglang.http import SGLangEngine
     from agentrl.job.loader import build_config
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))

@@ -16,8 +16,8 @@ from vllm_server import VLLMServer
 
 from agentrl.config.sections import ModelConfig
 from agentrl.engines.base import GenerateResult, LogprobSemantics, SamplingParams
-from agentrl.engines.vllm_config import VLLMEngineConfig
-from agentrl.engines.vllm_http import VLLMEngine
+from agentrl.engines.vllm.config import VLLMEngineConfig
+from agentrl.engines.vllm.http import VLLMEngine
 from agentrl.engines.weight_dirs import publish_weights
 from agentrl.trainer.logprobs import naive_token_logprobs
 

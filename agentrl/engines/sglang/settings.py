@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.engines.sglang_wire import version_from_wire
+from agentrl.engines.sglang.wire import version_from_wire
 from agentrl.errors import EngineConfigError
 
 INVISIBLE_SETTINGS = (

@@ -1,6 +1,6 @@
 """VLLMEngine: the InferenceEngine protocol over vLLM OpenAI-compatible servers.
 
-Generation is non-streaming ``/v1/completions`` with token-id prompts (``vllm_wire``). Aborts and weight
+Generation is non-streaming ``/v1/completions`` with token-id prompts (``vllm.wire``). Aborts and weight
 updates use the server's dev-mode routes (``VLLM_SERVER_DEV_MODE=1``): ``POST /pause?mode=abort`` ends
 every running request, which returns its partial tokens with ``finish_reason: "abort"``, then
 ``/resume``. vLLM aborts per server, not per request, so a server must serve one agentrl run.
@@ -18,37 +18,35 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentrl.engines.base import GenerateResult, LogprobSemantics, ModelIdentity, SamplingParams, new_request_id
+from agentrl.engines.base import GenerateResult, LogprobSemantics, SamplingParams, new_request_id
+from agentrl.engines.http_base import CONTROL_TIMEOUT_S, HttpEngineBase, HttpTransport, ServerDown, error_text
 from agentrl.engines.routing import ServerPicker
-from agentrl.engines.sglang_transport import CONTROL_TIMEOUT_S, HttpTransport, ServerDown, error_text
-from agentrl.engines.vllm_config import VLLMEngineConfig
-from agentrl.engines.vllm_probe import check_logprob_semantics, check_reloadable, served_model
-from agentrl.engines.vllm_wire import completion_body, parse_completion
+from agentrl.engines.vllm.config import VLLMEngineConfig
+from agentrl.engines.vllm.probe import check_logprob_semantics, check_reloadable, served_model
+from agentrl.engines.vllm.wire import completion_body, parse_completion
 from agentrl.engines.weight_dirs import publish_state_dict
 from agentrl.errors import EngineConfigError, EngineError
 
 
-class VLLMEngine:
+class VLLMEngine(HttpEngineBase):
     """HTTP client for vLLM servers launched in dev mode with tempered logprobs (see docs/engines.md)."""
 
     semantics = LogprobSemantics.TEMPERED_FULL_VOCAB
+    server_kind = "vLLM server"
 
     def __init__(self, config: VLLMEngineConfig, *, model_path: str | None = None) -> None:
         if not config.urls:
             raise EngineConfigError("engine.kind=vllm needs engine.urls, e.g. ['http://127.0.0.1:8000']")
         self.config = config
-        self.model_path = model_path
-        self.urls = [u.rstrip("/") for u in config.urls]
-        self.http = HttpTransport(
+        urls = [u.rstrip("/") for u in config.urls]
+        http = HttpTransport(
             config.max_retries,
-            server="vLLM server",
+            server=self.server_kind,
             start_hint="start one as docs/engines.md's vLLM section shows, with VLLM_SERVER_DEV_MODE=1",
         )
-        self.picker = ServerPicker(self.urls, "sticky")
+        super().__init__(urls, http, ServerPicker(urls, "sticky"), model_path)
         self.model_name: str | None = config.served_model_name
         self._version = 0
-        self._load = {u: 0 for u in self.urls}
-        self._inflight: dict[str, asyncio.Event] = {}
         self._idle: asyncio.Event | None = None  # set while no weight update runs
         self._probed = False
 
@@ -104,23 +102,11 @@ class VLLMEngine:
         self._check_sampling(sampling)  # after the probe: it measures whether logprobs are tempered
         await self._gate().wait()  # never send while a weight update runs: its version would be ambiguous
         rid = request_id or new_request_id()
-        url = self.picker.pick(input_ids, self._load)
         assert self.model_name is not None  # set by probe
         body = completion_body(self.model_name, input_ids, sampling, rid)
-        version, done = self._version, asyncio.Event()
-        self._inflight[rid] = done
-        self._load[url] += 1
-        self.picker.record(input_ids, url)
-        try:
-            status, reply = await self.http.call("POST", url, "/v1/completions", body, self.config.request_timeout_s)
-        finally:
-            self._load[url] -= 1
-            self._inflight.pop(rid, None)
-            done.set()
-        if status != 200:
-            raise EngineError(
-                f"vLLM server {url}/v1/completions rejected request {rid} (HTTP {status}): {error_text(reply)}"
-            )
+        version = self._version
+        async with self._sending(rid, input_ids) as url:
+            reply = await self._post(url, "/v1/completions", body, self.config.request_timeout_s, rid)
         result = parse_completion(reply, request_id=rid, prompt_len=len(input_ids), version=version, source=url)
         result.semantics = self.semantics
         result.extra["server"] = url
@@ -133,24 +119,22 @@ class VLLMEngine:
                 "which are not the sampling distribution's; restart it with --logprobs-mode processed_logprobs or "
                 "sample at temperature 1.0"
             )
-        truncated = sampling.top_p < 1.0 or sampling.top_k > 0
-        if truncated and sampling.temperature > 0 and not self.config.allow_truncated_sampling:
-            raise EngineConfigError(
-                f"top_p={sampling.top_p}, top_k={sampling.top_k}: vLLM's processed logprobs are those of the truncated "
-                "distribution, not the full-vocabulary ones the trainer recomputes; use top_p=1, top_k=-1 for "
-                "training, or set engine.allow_truncated_sampling=true (eval only)"
-            )
+        self._refuse_truncated(
+            sampling,
+            self.config.allow_truncated_sampling,
+            "vLLM's processed logprobs are those of the truncated distribution, not the full-vocabulary ones the "
+            "trainer recomputes",
+        )
 
     async def abort(self, request_ids: list[str] | None = None) -> None:
         """Cut running requests (their ``generate`` returns the partial tokens). vLLM pauses per server, so
         every request in flight is cut, not only ``request_ids``: one server serves one run."""
         if request_ids is not None and not any(r in self._inflight for r in request_ids):
             return
-        pending = [e for r, e in self._inflight.items() if request_ids is None or r in request_ids]
+        pending = [r for r in self._inflight if request_ids is None or r in request_ids]
         try:  # resume even when a pause failed part-way: a server left paused would hang every later request
             await asyncio.gather(*(self._control(u, "/pause", {"mode": "abort"}) for u in self.urls))
-            if pending:
-                await asyncio.wait([asyncio.ensure_future(e.wait()) for e in pending], timeout=CONTROL_TIMEOUT_S)
+            await self._wait_returned(pending, CONTROL_TIMEOUT_S)
         finally:
             await asyncio.gather(*(self._control(u, "/resume") for u in self.urls))
 
@@ -196,26 +180,6 @@ class VLLMEngine:
             gate.set()
 
     async def _reload(self, url: str, path: Path, version: int) -> None:
-        from agentrl.engines.vllm_probe import reload_weights
+        from agentrl.engines.vllm.probe import reload_weights
 
         await reload_weights(self.http, url, path.resolve(), version, max(self.config.request_timeout_s, 60.0))
-
-    def model_identity(self) -> ModelIdentity:
-        """The model directory the run config names (the servers' own paths may differ)."""
-        return ModelIdentity(path=self.model_path)
-
-    async def health(self) -> bool:
-        """True when every server answers /health with 200."""
-
-        async def one(url: str) -> bool:
-            try:
-                status, _ = await self.http.call("GET", url, "/health", None, CONTROL_TIMEOUT_S)
-            except EngineError:
-                return False
-            return status == 200
-
-        return all(await asyncio.gather(*(one(u) for u in self.urls)))
-
-    async def close(self) -> None:
-        """Close the HTTP session (idempotent)."""
-        await self.http.close()

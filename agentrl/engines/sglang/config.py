@@ -43,7 +43,7 @@ class SGLangEngineConfig(ServerEngineConfig):
 
     def build(self, model: ModelConfig) -> InferenceEngine:
         """An HTTP client for ``urls``; ``model.path`` names what the servers serve (its identity)."""
-        return import_engine_class("agentrl.engines.sglang_http:SGLangEngine")(self, model_path=model.path)
+        return import_engine_class("agentrl.engines.sglang.http:SGLangEngine")(self, model_path=model.path)
 
     def weight_transport(self, run_dir: Path) -> WeightTransport:
         """Tensors to colocated servers (weight_sync: tensor), else a directory under weights_dir."""

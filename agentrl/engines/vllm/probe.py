@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.engines.base import LogprobSemantics
-from agentrl.engines.sglang_transport import HttpTransport, error_text
+from agentrl.engines.http_base import HttpTransport, error_text
 from agentrl.errors import EngineConfigError, EngineError
 
 PROBE_PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
