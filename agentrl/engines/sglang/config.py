@@ -51,6 +51,16 @@ class SGLangEngineConfig(ServerEngineConfig):
             return StateDictTransport()
         return self.disk_transport(run_dir)
 
+    async def served_dtype(self, model: ModelConfig) -> str | None:
+        """The dtype every worker's /server_info reports (None when they differ or one does not say)."""
+        engine: Any = self.build(model)
+        try:
+            await engine.probe()
+            dtypes = engine.served_dtypes
+        finally:
+            await engine.close()
+        return next(iter(dtypes)) if len(dtypes) == 1 else None
+
     async def preflight(self, model: ModelConfig) -> list[str]:
         """Every server (and every worker behind a router) is healthy, its settings and weight version are
         training-grade; what HTTP cannot show is said in the returned lines, not passed silently."""

@@ -60,6 +60,11 @@ class SGLangEngine(HttpEngineBase):
         return self._version
 
     @property
+    def served_dtypes(self) -> set[str | None]:
+        """The dtypes the workers report (known after ``probe``; None where a server does not report one)."""
+        return {s.dtype for s in self.settings.values()}
+
+    @property
     def workers(self) -> list[str]:
         """Every worker behind the configured URLs (known after ``probe``)."""
         return list(dict.fromkeys(w for e in self.entries.values() for w in e.workers))
