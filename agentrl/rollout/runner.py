@@ -29,6 +29,7 @@ from agentrl.errors import EngineError, EnvContractError
 from agentrl.rollout.env_threads import SLOW_ENV_NOTICE_S, EnvTimeoutError, wait_env_call
 from agentrl.rollout.metrics import RolloutMetrics, SentTokens
 from agentrl.rollout.replay import as_recorded
+from agentrl.rollout.stop_strings import cut_at_straddling_stop
 from agentrl.rollout.tracebacks import TracebackLog
 from agentrl.trajectory import Episode, TurnRecord
 from agentrl.trajectory.ledger import TokenLedger
@@ -221,6 +222,9 @@ class EpisodeRunner:
             self.request_id = None
             self.ctx.metrics.engine_time_s += time.perf_counter() - started
         self.failure_source = "ledger"
+        if turn.num_tokens:  # a resumed turn: a stop string may straddle the cut
+            before = self.ledger.current_turn_ids()
+            result = cut_at_straddling_stop(before, result, sampling.stop, self.ledger.assembler.decode)
         self.ledger.append_sampled(result.output_ids, result.logprobs, result.token_versions(), turn.index)
         turn.num_tokens += len(result.output_ids)
         turn.finish_reason = result.finish_reason
