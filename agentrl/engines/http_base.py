@@ -116,10 +116,12 @@ def error_text(reply: Any) -> str:
 
 @dataclass
 class InFlight:
-    """One request the client awaits: the server it went to, the task awaiting the reply, set when it returned."""
+    """One request the client awaits: the server it went to, its HTTP call (once sent), whether the client cut it
+    (``cut``), and an event set when it returned."""
 
     url: str
-    task: asyncio.Task[Any] | None
+    call: asyncio.Task[Any] | None = None
+    cut: bool = False
     returned: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -140,7 +142,7 @@ class HttpEngineBase:
     async def _sending(self, rid: str, input_ids: list[int]) -> AsyncIterator[str]:
         """Pick the server for ``input_ids`` and track the request as in flight there until the block ends."""
         url = self.picker.pick(input_ids, self._load)
-        entry = InFlight(url, asyncio.current_task())
+        entry = InFlight(url)
         self._inflight[rid] = entry
         self._load[url] += 1
         self.picker.record(input_ids, url)
@@ -152,13 +154,29 @@ class HttpEngineBase:
             entry.returned.set()
 
     async def _post(self, url: str, path: str, body: dict[str, Any], timeout_s: float, rid: str) -> Any:
-        """POST a generation request; any status but 200 raises EngineError naming the server and request."""
-        status, reply = await self.http.call("POST", url, path, body, timeout_s)
+        """POST a generation request; any status but 200 raises EngineError naming the server and request.
+        Returns None when ``_cut`` closed the call (the server sees the client leave and aborts the request)."""
+        entry = self._inflight[rid]
+        entry.call = asyncio.ensure_future(self.http.call("POST", url, path, body, timeout_s))
+        try:
+            status, reply = await asyncio.shield(entry.call)  # a cut cancels the call, not this coroutine
+        except asyncio.CancelledError:
+            if entry.cut and entry.call.cancelled():
+                return None
+            entry.call.cancel()
+            raise
         if status != 200:
             raise EngineError(
                 f"{self.server_kind} {url}{path} rejected request {rid} (HTTP {status}): {error_text(reply)}"
             )
         return reply
+
+    def _cut(self, rid: str) -> None:
+        """Close request ``rid``'s HTTP call: its ``_post`` returns None, and nothing else on the server is cut."""
+        entry = self._inflight.get(rid)
+        if entry is not None and entry.call is not None and not entry.call.done():
+            entry.cut = True
+            entry.call.cancel()
 
     async def _wait_returned(self, rids: list[str], timeout_s: float) -> None:
         """Wait (bounded) until the requests ``rids`` returned."""

@@ -143,9 +143,10 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
     if dist.is_main:
         engine, orchestrator = _rollout_side(cfg, run_dir, tokenizer)
     transport = session_transport(cfg, run_dir, dist)
-    # The engine loaded the base weights: bring it to a resumed checkpoint's policy. A shared-storage
-    # transport also shares at once, so the first rollout does not hold the model twice.
-    if start or isinstance(transport, SharedStorageTransport):
+    # An in-process engine loaded the base weights: bring it to a resumed checkpoint's policy. A shared-storage
+    # transport also shares at once, so the first rollout does not hold the model twice. A server keeps what an
+    # earlier run left on it, so a fresh run pushes its start weights too (else it samples another policy).
+    if start or isinstance(transport, SharedStorageTransport) or cfg.engine.outlives_the_run():
         await sync_weights(engine, lm, start, transport=transport, dist=dist)
     reporter = RunReporter(
         run_dir,

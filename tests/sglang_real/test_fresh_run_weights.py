@@ -1,0 +1,73 @@
+"""A fresh run samples from its own start weights, not from what an earlier run left on the server: a first
+run moves the weights far (a large learning rate), then a second, fresh run on the same server audits its first
+step. Without the start-of-run weight push, step 1 of the second run samples from the first run's last policy
+while the trainer computes against the base model."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from live_server import LiveServer, get_json, live_servers, make_llama_model, require_live_sglang
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+# A bfloat16 server with torch's attention: on a CPU with AMX, SGLang 0.5.23 routes RMSNorm and attention to
+# sgl_kernel 0.4.6.post1's AMX kernels, which have no float32 RMSNorm and another extend_attention_cpu signature (the
+# server dies at its first forward). So the audit compares bf16 logprobs with the float32 trainer's, same weights.
+SERVER = {"dtype": "bfloat16", "attention_backend": "torch_native"}
+AUDIT_TOL = 0.5
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _live_sglang() -> None:
+    require_live_sglang()
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_llama_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="module")
+def server(llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with live_servers(llama_dir, tmp_path_factory.mktemp("sglang-logs"), **SERVER) as servers:
+        yield servers[0]
+
+
+def test_a_fresh_run_after_another_samples_its_own_start_weights(
+    server: LiveServer, llama_dir: Path, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from live_train import magic_word_run, step_metrics
+
+    engine = {"kind": "sglang", "urls": [server.url]}
+    first = step_metrics(magic_word_run(tmp_path, llama_dir, engine, "first", steps=2, lr=0.05))
+    assert all(r["train/optimizer_steps"] >= 1 for r in first)  # the first run moved the server's weights
+    assert get_json(server.url + "/model_info")[1]["weight_version"] == "2"
+
+    second = step_metrics(magic_word_run(tmp_path, llama_dir, engine, "second", steps=1, lr=1e-3))
+    assert [r["step"] for r in second] == [1]
+    audits = [r["audit/abs_max"] for r in first], second[0]["audit/abs_max"]
+    print(f"sglang tier: audit/abs_max of the first run's steps {audits[0]}, of the second run's step 1 {audits[1]}")
+    assert second[0]["audit/abs_max"] < AUDIT_TOL, second[0]  # sampled from the base model, as the trainer's
+    assert get_json(server.url + "/model_info")[1]["weight_version"] == "1"
+
+
+def test_the_dry_run_reads_the_servers_dtype_and_warns_that_bf16_logprobs_are_not_the_updates(
+    server: LiveServer, llama_dir: Path, tmp_path: Path
+) -> None:
+    from agentrl.job.loader import load_config
+    from agentrl.trainer.preflight import check_engine
+
+    overrides = [f"model.path={llama_dir}", "engine.kind=sglang", f"engine.urls=[{server.url}]"]
+    overrides += ["algorithm.old_logprobs=engine", "model.device=cpu", "trainer.precision=fp32"]
+    cfg = load_config(ROOT / "configs" / "tiny_debug.yaml", overrides)
+    lines = asyncio.run(check_engine(cfg))
+    assert any("dtype bfloat16" in line for line in lines), lines  # /server_info's dtype
+    assert lines[-1].startswith("warning:") and "engine bfloat16" in lines[-1], lines
+    recompute = cfg.model_copy(update={"algorithm": cfg.algorithm.model_copy(update={"proximal": "recompute"})})
+    assert not any(line.startswith("warning:") for line in asyncio.run(check_engine(recompute)))
