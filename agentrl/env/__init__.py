@@ -4,6 +4,7 @@ return (``contract``) and the registry (``registry``: ``register_env``, ``make_e
 
 from agentrl.env.base import (
     HACK_FLAGS,
+    INFRA_FAILURE,
     EnvInfo,
     Message,
     MultiTurnEnv,
@@ -19,6 +20,7 @@ from agentrl.env.base import (
 __all__ = [
     "EnvInfo",
     "HACK_FLAGS",
+    "INFRA_FAILURE",
     "Message",
     "MultiTurnEnv",
     "StepResult",

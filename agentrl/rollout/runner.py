@@ -23,7 +23,7 @@ from typing import Any
 from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
-from agentrl.env import MultiTurnEnv, hack_flags
+from agentrl.env import INFRA_FAILURE, MultiTurnEnv, hack_flags
 from agentrl.env.contract import checked_reset, checked_step
 from agentrl.errors import EngineError, EnvContractError
 from agentrl.rollout.env_threads import SLOW_ENV_NOTICE_S, EnvTimeoutError, wait_env_call
@@ -251,13 +251,17 @@ class EpisodeRunner:
         self.env_method = "snapshot"
         snapshot = self.env.snapshot() if self.env is not None else None
         self.episode.env_snapshot = as_recorded(snapshot) if snapshot is not None else None
+        failure = info.get(INFRA_FAILURE)
+        if failure:  # not the policy's doing: kept, counted, left out of the loss (agentrl.algos.credit)
+            self.episode.infra_failure = str(failure)[:500]
+            self.ctx.metrics.infra_failures += 1
         for flag in hack_flags(info):
             if flag not in self.episode.hack_flags:
                 self.episode.hack_flags.append(flag)
         components = info.get("reward_components")
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}
-        if terminated or truncated or len(self.episode.turns) >= self.max_turns:
+        if terminated or truncated or failure or len(self.episode.turns) >= self.max_turns:
             self._finish("complete" if terminated else "truncated", info.get("outcome"))
             return
         self.failure_source = "ledger"
@@ -269,6 +273,8 @@ class EpisodeRunner:
         rewards = [t.reward for t in self.episode.turns if t.reward is not None]
         self.episode.outcome = float(outcome) if outcome is not None else None
         self.episode.final_reward = self.episode.outcome if outcome is not None else float(sum(rewards))
+        if self.episode.infra_failure:  # no score of the policy's: not a reward of 0 in the step's means
+            self.episode.final_reward = None
         self.ctx.metrics.completed += 1
 
 
