@@ -218,3 +218,27 @@ def test_episodes_starting_together_probe_the_server_once(vllm_server: VLLMServe
     results = asyncio.run(run())
     assert len(calls) == 1, f"{len(calls)} probes for 12 requests"
     assert all(len(r.output_ids) == 4 for r in results)
+
+
+def test_a_stop_string_split_by_a_step_boundary_abort_is_cut_where_it_completes(vllm_server: VLLMServer) -> None:
+    """vLLM matches stop strings in one request's output only; the rollout's whole-turn check finds one that a
+    step-boundary abort cut in two (tests/stop_straddle.py)."""
+    import sys
+
+    from transformers import AutoTokenizer
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from stop_straddle import check_straddled_stop, straddled_stop
+
+    decode = AutoTokenizer.from_pretrained(vllm_server.model_dir).decode
+    engine = _engine(vllm_server)
+
+    async def run() -> dict[str, object]:
+        try:
+            return await straddled_stop(engine, PROMPT, decode)
+        finally:
+            await engine.close()
+
+    found = asyncio.run(run())
+    print(f"vllm tier: stop {found['stop']!r} split after token {found['j']}")
+    check_straddled_stop(found, decode)
