@@ -65,12 +65,18 @@ def test_a_fresh_run_after_another_samples_its_own_start_weights(
 def test_the_dry_run_reads_the_servers_dtype_and_warns_that_bf16_logprobs_are_not_the_updates(
     server: LiveServer, llama_dir: Path, tmp_path: Path
 ) -> None:
+    from agentrl.engines.sglang.config import SGLangEngineConfig
     from agentrl.job.loader import load_config
     from agentrl.trainer.preflight import check_engine
 
-    overrides = [f"model.path={llama_dir}", "engine.kind=sglang", f"engine.urls=[{server.url}]"]
-    overrides += ["algorithm.old_logprobs=engine", "model.device=cpu", "trainer.precision=fp32"]
+    overrides = [
+        f"model.path={llama_dir}",
+        "algorithm.old_logprobs=engine",
+        "model.device=cpu",
+        "trainer.precision=fp32",
+    ]
     cfg = load_config(ROOT / "configs" / "tiny_debug.yaml", overrides)
+    cfg = cfg.model_copy(update={"engine": SGLangEngineConfig(urls=[server.url])})
     lines = asyncio.run(check_engine(cfg))
     assert any("dtype bfloat16" in line for line in lines), lines  # /server_info's dtype
     assert lines[-1].startswith("warning:") and "engine bfloat16" in lines[-1], lines
@@ -106,3 +112,19 @@ def test_a_stop_string_split_by_a_step_boundary_abort_is_cut_where_it_completes(
         f"{found['resumed'].finish_reason}"
     )  # type: ignore[attr-defined]
     check_straddled_stop(found, decode)
+
+
+def test_recompute_stale_recomputes_every_row_of_a_bf16_server(
+    server: LiveServer, llama_dir: Path, tmp_path: Path
+) -> None:
+    """The trainer reads the server's dtype: bf16 logprobs are not an fp32 trainer's, so under proximal
+    recompute_stale even the rows sampled by the current weights are recomputed (a float32 server's would not)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from live_train import magic_word_run, step_metrics
+
+    engine = {"kind": "sglang", "urls": [server.url]}
+    run = magic_word_run(tmp_path, llama_dir, engine, "stale", steps=1, lr=1e-3, proximal="recompute_stale")
+    (step,) = step_metrics(run)
+    assert step["rollout/staleness_max"] == 0  # every row fresh: only the dtype makes them need a recompute
+    trainable = 8 - step["train/skipped_zero_adv_rows"]  # group_size 4 x prompts_per_step 2 rows
+    assert trainable >= 1 and step["train/recomputed_rows"] == trainable, step
