@@ -43,8 +43,8 @@ from bench_servers import real_servers, servers_section
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 
 CPU_S: dict[str, float] = {}  # contender -> process CPU seconds of its last timed run
 

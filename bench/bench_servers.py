@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
-from agentrl.engines.vllm_config import VLLMEngineConfig
-from agentrl.engines.vllm_http import VLLMEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
+from agentrl.engines.vllm.config import VLLMEngineConfig
+from agentrl.engines.vllm.http import VLLMEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 SGLANG_PYTHON = ROOT / ".venv-sglang" / "bin" / "python"

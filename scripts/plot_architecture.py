@@ -37,7 +37,7 @@ ROLLOUT = (
     ),
     Stage(
         "engine.generate",
-        ("agentrl/engines/base.py", "agentrl/engines/embedded/", "agentrl/engines/sglang_http.py"),
+        ("agentrl/engines/base.py", "agentrl/engines/embedded/", "agentrl/engines/sglang/http.py"),
         "token ids + logprobs +\npolicy version per token",
     ),
 )

@@ -75,3 +75,29 @@ def assert_trained_once_each(run_dir: Path, steps: int, groups_per_step: int, lo
     assert set(trained.values()) == {1}, trained  # no group archived twice
     assert Counter(step for step, _ in trained) == {step: groups_per_step for step in range(1, steps + 1)}
     assert len({gid for _, gid in trained}) == groups_per_step * steps  # no group trained in two steps
+
+
+def magic_word_run(
+    tmp_path: Path, model_dir: Path, engine: dict[str, Any], name: str, steps: int, lr: float, **algorithm: Any
+) -> Path:
+    """A dense-reward multi-turn run (MagicWord, 2 turns: a random model's groups carry signal, so every step
+    moves the weights), auditing the engine's logprobs against the trainer's at every step (``algorithm``: more
+    algorithm settings); returns its run dir."""
+    (tmp_path / name).mkdir()
+    config = code_agent_like(tmp_path / name, model_dir, engine, steps)
+    cfg = yaml.safe_load(config.read_text())
+    cfg["env"] = {"id": "agentrl/MagicWord-v0", "kwargs": {"turns": 2}}
+    cfg["rollout"].update(group_size=4, max_new_tokens=16, max_episode_tokens=200, stop=[], max_staleness=0)
+    cfg["algorithm"].update(audit_every=1, **algorithm)
+    cfg["trainer"]["lr"] = lr
+    cfg["logging"]["run_name"] = name
+    config.write_text(yaml.safe_dump(cfg))
+    log = tmp_path / f"{name}.log"
+    assert start_train(config, log).wait(timeout=900) == 0, log.read_text()[-4000:]
+    return tmp_path / name / "runs" / name
+
+
+def step_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl's training-step records, in order."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in records if "episode/reward_mean" in r]

@@ -32,9 +32,21 @@ def reward_batch(episodes: Sequence[Episode], group_size: int) -> RewardBatch:
 
 
 def turn_advantages_of(episodes: Sequence[Episode], group_size: int, algo: AlgorithmConfig) -> list[list[float]]:
-    """Per episode, per turn: the advantage ``algo.turn_advantage`` assigns (docs/algorithm.md#per-turn-credit)."""
+    """Per episode, per turn: the advantage ``algo.turn_advantage`` assigns (docs/algorithm.md#per-turn-credit).
+
+    An episode whose env reported an infrastructure failure (``Episode.infra_failure``) is no sample of the
+    policy: it gets zero advantage, and its group's advantages are computed over the other episodes."""
     norm = Normalization(eps=algo.adv_eps, scale=algo.adv_scale)
-    return algo.turn_advantage(reward_batch(episodes, group_size), norm)  # type: ignore[operator]
+    if not any(ep.infra_failure for ep in episodes):
+        return algo.turn_advantage(reward_batch(episodes, group_size), norm)  # type: ignore[operator]
+    out: list[list[float]] = []
+    for start in range(0, len(episodes), group_size):
+        group = episodes[start : start + group_size]
+        kept = [ep for ep in group if not ep.infra_failure]
+        scored = iter(algo.turn_advantage(reward_batch(kept, len(kept)), norm) if len(kept) > 1 else [])  # type: ignore[operator]
+        for ep in group:
+            out.append([0.0] * _turn_count(ep) if ep.infra_failure or len(kept) < 2 else next(scored))
+    return out
 
 
 def carries_signal(group: Sequence[Episode], algo: AlgorithmConfig) -> bool:

@@ -71,7 +71,7 @@ def load_run_config(args: argparse.Namespace) -> RunConfig:
     config, overrides = _config_and_overrides(args)
     if args.resume:
         cfg = resume_config(Path(args.resume), config, overrides, accept_changes=args.accept_config_changes)
-        check_resume(Path(args.resume), cfg)
+        check_resume(Path(args.resume), cfg, accept_changes=args.accept_config_changes)
         return cfg
     if config is None:
         raise ConfigError("agentrl train needs a CONFIG file (e.g. configs/tiny_debug.yaml), or --resume RUN_DIR")

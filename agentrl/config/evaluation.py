@@ -41,9 +41,10 @@ class EvalConfig(StrictModel):
         "rollout",
         description="What the held-out episodes decode with. rollout: the rollout engine as it serves (bf16 weights "
         "when model.dtype is bf16). float32: the trainer's float32 weights, in a second in-process engine built for "
-        "each evaluation (engine.kind embedded, one process): greedy bf16 decoding flips ties with the batch's "
-        "make-up, so the same model scores differently from run to run; float32 keeps a paired before/after "
-        "comparison exact. Same as rollout when the engine already serves float32.",
+        "each evaluation (engine.kind embedded, one process): greedy bf16 decoding flips near-ties with the batch's "
+        "make-up, so the same model scores differently from run to run; float32's finer rounding makes such a flip "
+        "far rarer, not impossible (the CPU engine's matmul form changes above 8 rows a step). Seeded like the "
+        "rollout engine under trainer.deterministic. Same as rollout when the engine already serves float32.",
     )
     per_split: dict[str, SplitEval] = Field(
         default_factory=dict,

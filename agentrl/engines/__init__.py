@@ -15,13 +15,13 @@ _LAZY = {
     "EmbeddedEngine": "agentrl.engines.embedded.engine",
     "EmbeddedEngineConfig": "agentrl.engines.embedded.config",
     "EngineConfig": "agentrl.engines.config",
-    "SGLangEngine": "agentrl.engines.sglang_http",
-    "SGLangEngineConfig": "agentrl.engines.sglang_config",
+    "SGLangEngine": "agentrl.engines.sglang.http",
+    "SGLangEngineConfig": "agentrl.engines.sglang.config",
     "engine_kinds": "agentrl.engines.registry",
     "make_engine": "agentrl.engines.factory",
     "register_engine": "agentrl.engines.registry",
-    "VLLMEngine": "agentrl.engines.vllm_http",
-    "VLLMEngineConfig": "agentrl.engines.vllm_config",
+    "VLLMEngine": "agentrl.engines.vllm.http",
+    "VLLMEngineConfig": "agentrl.engines.vllm.config",
 }
 
 

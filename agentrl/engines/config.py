@@ -57,12 +57,25 @@ class EngineConfig(StrictModel):
         loop, one process), where the backend can do better than ``weight_transport``; None: it cannot."""
         return None
 
+    def outlives_the_run(self) -> bool:
+        """Whether the engine's weights outlive a run (a server an earlier run may have updated): then a fresh run
+        pushes the trainer's weights to it as its start version before sampling. In-process engines load
+        ``model.path`` themselves."""
+        return False
+
     def samples_like_an_fp32_trainer(self, model: ModelConfig) -> bool:
         """Whether the engine's logprobs equal an fp32 trainer's up to float rounding (then a row sampled by the
         current weights needs no recompute under ``algorithm.proximal: recompute_stale``). The default trusts the
         choice of proximal: a server's dtype is set where it is launched (docs/algorithm.md: use ``recompute``
         with a bfloat16 server)."""
         return True
+
+    async def served_dtype(self, model: ModelConfig) -> str | None:
+        """The dtype the engine computes logprobs in, as far as it can be known before training (None: it cannot);
+        by default what ``model.dtype`` resolves to here (an in-process engine loads the model so)."""
+        from agentrl.models.loading import resolve_device, resolve_dtype
+
+        return str(resolve_dtype(model.dtype, resolve_device(model.device))).removeprefix("torch.")
 
     def float32_twin_problem(self) -> str | None:
         """Why ``build_float32_twin`` cannot work for this backend (None: it can)."""

@@ -22,8 +22,8 @@ from pydantic import ValidationError
 from agentrl.config.problems import Problem, ProblemsError, problems_from_errors
 from agentrl.engines.config import EngineConfig
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.vllm_config import VLLMEngineConfig
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.vllm.config import VLLMEngineConfig
 from agentrl.errors import ConfigError, did_you_mean
 
 DEFAULT_KIND = "embedded"

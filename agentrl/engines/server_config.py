@@ -9,6 +9,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from agentrl.config.problems import Problem
+from agentrl.config.sections import ModelConfig
 from agentrl.engines.config import EngineConfig
 from agentrl.engines.transport import DiskTransport
 
@@ -33,6 +34,14 @@ class ServerEngineConfig(EngineConfig):
         description="Allow top_p < 1 / top_k > 0 requests, whose returned logprobs are those of the truncated "
         "distribution, not the behaviour logprobs of the full vocabulary (fine for eval, biased for training).",
     )
+
+    def outlives_the_run(self) -> bool:
+        """A server keeps whatever weights the last run that used it loaded."""
+        return True
+
+    async def served_dtype(self, model: ModelConfig) -> str | None:
+        """Unknown by default: a server's dtype is set where it is launched (a backend that reads it overrides)."""
+        return None
 
     def problems(self) -> list[Problem]:
         """At least one server URL."""

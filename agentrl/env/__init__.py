@@ -5,6 +5,7 @@ return (``contract``) and the registry (``registry``: ``register_env``, ``make_e
 from agentrl.env.base import (
     CANARY,
     HACK_FLAGS,
+    INFRA_FAILURE,
     EnvInfo,
     Message,
     MultiTurnEnv,
@@ -22,6 +23,7 @@ __all__ = [
     "CANARY",
     "EnvInfo",
     "HACK_FLAGS",
+    "INFRA_FAILURE",
     "Message",
     "MultiTurnEnv",
     "StepResult",

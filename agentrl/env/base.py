@@ -33,6 +33,10 @@ __all__ = [
 StepResult = tuple[list[Message], SupportsFloat, bool, bool, dict[str, Any]]
 
 HACK_FLAGS = "hack_flags"
+# info key: why the env could not score this step for a reason outside the policy (the grading infrastructure
+# failed, after the env's own retry). The episode is then no sample of the policy: it is kept in the archive,
+# counted (rollout/infra_failures) and left out of the loss, its group's advantages computed over the rest.
+INFRA_FAILURE = "infra_failure"
 """Info key of ``step`` (``list[str]``): signals of attempted reward hacking seen in this turn, each
 ``"<kind>: <detail>"`` (e.g. ``"introspection: sys._getframe"``). The rollout records them on the turn and
 the episode (``Episode.hack_flags``), counts ``reward/hack_suspect_frac`` and ``agentrl inspect`` shows

@@ -17,10 +17,23 @@ def has_fast_bf16(device: str) -> bool:
     import torch
 
     if device.startswith("cuda"):
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+        return _cuda_has_bf16_units(torch.device(device).index)
     cpu = getattr(torch, "cpu", None)
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+
+
+def _cuda_has_bf16_units(index: int | None) -> bool:
+    """Compute capability 8 (Ampere) and newer compute bf16 in hardware; torch's ``is_bf16_supported()`` also says
+    yes on Volta and Turing (V100, T4), which only emulate it, and asks about the current device, not ``index``."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    if torch.version.hip:  # torch's own rule for ROCm: AMD GPUs it runs on compute bf16
+        return True
+    major, _ = torch.cuda.get_device_capability(torch.cuda.current_device() if index is None else index)
+    return major >= 8
 
 
 def describe_bf16(device: str) -> str:

@@ -42,7 +42,10 @@ class DaemonThreadPool(Executor):
             queue.SimpleQueue()
         )
         self._threads: list[threading.Thread] = []
-        self._idle = threading.Semaphore(0)
+        # Workers blocked waiting for a call, and calls queued that no worker took yet. A worker that finishes a
+        # call and takes a queued one stays busy, so "idle" is counted at the queue, not when a call returns.
+        self._idle = 0
+        self._queued = 0
         self._lock = threading.Lock()
         self._closed = False
 
@@ -55,7 +58,8 @@ class DaemonThreadPool(Executor):
             if self._closed:
                 raise RuntimeError("cannot schedule new env calls after the env thread pool shut down")
             self._queue.put((future, fn, args))
-            if not self._idle.acquire(blocking=False) and len(self._threads) < self._max:
+            self._queued += 1
+            if self._queued > self._idle and len(self._threads) < self._max:
                 thread = threading.Thread(target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
@@ -72,7 +76,12 @@ class DaemonThreadPool(Executor):
 
     def _work(self) -> None:
         while True:
+            with self._lock:
+                self._idle += 1
             item = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+                self._queued -= item is not None
             if item is None:
                 return
             future, fn, args = item
@@ -82,7 +91,6 @@ class DaemonThreadPool(Executor):
                 except BaseException as exc:  # handed to the waiter, like ThreadPoolExecutor does
                     future.set_exception(exc)
             del item, future, fn, args
-            self._idle.release()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking calls; ``cancel_futures`` drops queued ones; ``wait`` joins the workers (stuck ones too)."""
@@ -96,6 +104,8 @@ class DaemonThreadPool(Executor):
                     break
                 if item is not None:
                     item[0].cancel()
+                    with self._lock:
+                        self._queued -= 1
         for _ in self._threads:
             self._queue.put(None)
         if wait:

@@ -23,6 +23,7 @@ class RolloutMetrics:
     failed: int = 0
     groups_dropped: int = 0
     groups_filtered: int = 0  # dynamic sampling: complete groups without signal, replaced
+    infra_failures: int = 0  # episodes the env could not score for a reason outside the policy (left out)
     tokens_generated: int = 0
     prompt_tokens: int = 0  # prompt tokens sent to the engine
     cached_prompt_tokens: int = 0  # of those, tokens the engine did not recompute (prefix reuse)
@@ -41,6 +42,7 @@ class RolloutMetrics:
         }
         out["rollout/groups_dropped"] = float(self.groups_dropped)
         out["rollout/groups_filtered"] = float(self.groups_filtered)
+        out["rollout/infra_failures"] = float(self.infra_failures)
         out["rollout/stale_discarded_tokens"] = float(self.stale_discarded_tokens)
         out["rollout/tokens_generated"] = float(self.tokens_generated)
         out["rollout/prompt_tokens"] = float(self.prompt_tokens)

@@ -23,13 +23,14 @@ from typing import Any
 from agentrl.chat import ChatAssembler
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import InferenceEngine, SamplingParams, new_request_id
-from agentrl.env import MultiTurnEnv, hack_flags
+from agentrl.env import INFRA_FAILURE, MultiTurnEnv, hack_flags
 from agentrl.env.contract import checked_reset, checked_step
 from agentrl.errors import EngineError, EnvContractError
 from agentrl.rollout.canary import check_canary, note_canary
 from agentrl.rollout.env_threads import SLOW_ENV_NOTICE_S, EnvTimeoutError, wait_env_call
 from agentrl.rollout.metrics import RolloutMetrics, SentTokens
 from agentrl.rollout.replay import as_recorded
+from agentrl.rollout.stop_strings import cut_at_straddling_stop
 from agentrl.rollout.tracebacks import TracebackLog
 from agentrl.trajectory import Episode, TurnRecord
 from agentrl.trajectory.ledger import TokenLedger
@@ -223,6 +224,9 @@ class EpisodeRunner:
             self.request_id = None
             self.ctx.metrics.engine_time_s += time.perf_counter() - started
         self.failure_source = "ledger"
+        if turn.num_tokens:  # a resumed turn: a stop string may straddle the cut
+            before = self.ledger.current_turn_ids()
+            result = cut_at_straddling_stop(before, result, sampling.stop, self.ledger.assembler.decode)
         self.ledger.append_sampled(result.output_ids, result.logprobs, result.token_versions(), turn.index)
         turn.num_tokens += len(result.output_ids)
         turn.finish_reason = result.finish_reason
@@ -249,6 +253,10 @@ class EpisodeRunner:
         self.env_method = "snapshot"
         snapshot = self.env.snapshot() if self.env is not None else None
         self.episode.env_snapshot = as_recorded(snapshot) if snapshot is not None else None
+        failure = info.get(INFRA_FAILURE)
+        if failure:  # not the policy's doing: kept, counted, left out of the loss (agentrl.algos.credit)
+            self.episode.infra_failure = str(failure)[:500]
+            self.ctx.metrics.infra_failures += 1
         for flag in hack_flags(info):
             if flag not in self.episode.hack_flags:
                 self.episode.hack_flags.append(flag)
@@ -256,7 +264,7 @@ class EpisodeRunner:
         components = info.get("reward_components")
         if isinstance(components, dict):
             self.episode.reward_components = {k: float(v) for k, v in components.items()}
-        if terminated or truncated or len(self.episode.turns) >= self.max_turns:
+        if terminated or truncated or failure or len(self.episode.turns) >= self.max_turns:
             self._finish("complete" if terminated else "truncated", info.get("outcome"))
             return
         self.failure_source = "ledger"
@@ -269,6 +277,8 @@ class EpisodeRunner:
         self.episode.outcome = float(outcome) if outcome is not None else None
         self.episode.final_reward = self.episode.outcome if outcome is not None else float(sum(rewards))
         check_canary(self.episode)
+        if self.episode.infra_failure:  # no score of the policy's: not a reward of 0 in the step's means
+            self.episode.final_reward = None
         self.ctx.metrics.completed += 1
 
 

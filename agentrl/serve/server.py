@@ -19,7 +19,7 @@ from aiohttp import web
 import agentrl
 from agentrl.engines.base import GenerateResult, new_request_id
 from agentrl.engines.embedded.engine import EmbeddedEngine
-from agentrl.engines.sglang_wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
+from agentrl.engines.sglang.wire import reply_json, sampling_from_json, version_from_wire, version_to_wire
 from agentrl.engines.tensor_wire import deserialize_named_tensors
 from agentrl.errors import EngineError
 from agentrl.serve.openai_routes import add_openai_routes

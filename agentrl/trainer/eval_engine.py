@@ -3,8 +3,11 @@
 A greedy evaluation in bf16 is not repeatable: which rows share a step changes the rounding of every matmul,
 and bf16's rounding is coarse enough to flip the argmax between near-tied tokens, so one model scored 0.13
 and 0.17 on the same split in two runs (docs/results/memory-and-speed.md). The twin decodes the trainer's
-float32 master weights instead (viewing them, not copying them), for the length of one evaluation, while rollouts
-keep sampling in bf16.
+float32 master weights instead, for the length of one evaluation, while rollouts keep sampling in bf16. It views
+most of them, but the q/k/v and gate/up projections are copied into fused buffers of its own (the larger part of
+each decoder layer). float32 makes a flipped near-tie far rarer, not impossible: the twin is not batch-invariant
+(on CPU it multiplies weight-left up to 8 token rows per step and the usual way above, which rounds otherwise).
+Under ``trainer.deterministic`` its requests are seeded from their content, as the rollout engine's are.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import torch
 
 from agentrl.job.run_config import RunConfig
+from agentrl.trainer.seeding import SeededEngine
 from agentrl.util.heap import trim_heap
 
 
@@ -43,7 +47,12 @@ async def evaluation_engine(
     try:
         if threads is not None:
             twin.set_threads(threads)
-        yield twin
+        if cfg.trainer.deterministic:  # a sampled evaluation repeats, as the rollout engine's requests do
+            seeded = SeededEngine(twin, cfg.trainer.seed)
+            seeded.set_step(int(getattr(rollout_engine, "step", 0)))
+            yield seeded
+        else:
+            yield twin
     finally:
         await twin.close()
         del twin

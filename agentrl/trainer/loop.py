@@ -39,6 +39,7 @@ from agentrl.trainer.distributed import (
 from agentrl.trainer.eval_engine import evaluation_engine
 from agentrl.trainer.heldout import heldout_eval, summary_lines
 from agentrl.trainer.interrupt import StopSignals, TrainingStopped
+from agentrl.trainer.logprob_match import behaviour_mismatch
 from agentrl.trainer.logprobs import PolicyLogprobs
 from agentrl.trainer.preflight import check_tools
 from agentrl.trainer.reporting import RunReporter
@@ -131,7 +132,7 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         temperature=cfg.rollout.temperature,
         total_steps=cfg.trainer.steps,
         dist=dist,
-        engine_matches_fp32=cfg.engine.samples_like_an_fp32_trainer(cfg.model),
+        engine_matches_fp32=await _engine_matches_fp32(cfg, dist),
     )
     start = 0
     if ckpt is not None:
@@ -144,9 +145,10 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
     if dist.is_main:
         engine, orchestrator = _rollout_side(cfg, run_dir, tokenizer)
     transport = session_transport(cfg, run_dir, dist)
-    # The engine loaded the base weights: bring it to a resumed checkpoint's policy. A shared-storage
-    # transport also shares at once, so the first rollout does not hold the model twice.
-    if start or isinstance(transport, SharedStorageTransport):
+    # An in-process engine loaded the base weights: bring it to a resumed checkpoint's policy. A shared-storage
+    # transport also shares at once, so the first rollout does not hold the model twice. A server keeps what an
+    # earlier run left on it, so a fresh run pushes its start weights too (else it samples another policy).
+    if start or isinstance(transport, SharedStorageTransport) or cfg.engine.outlives_the_run():
         await sync_weights(engine, lm, start, transport=transport, dist=dist)
     reporter = RunReporter(
         run_dir,
@@ -157,6 +159,19 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         enabled=dist.is_main,
     )
     return Session(cfg, run_dir, dist, lm, tokenizer, updater, engine, orchestrator, reporter, start, transport)
+
+
+async def _engine_matches_fp32(cfg: RunConfig, dist: DistInfo) -> bool:
+    """Whether the engine's logprobs are an fp32 trainer's: a server's dtype is read from it (set where it was
+    launched; unknown counts as not), an in-process engine's follows model.dtype. Says so when GSPO would take
+    mismatched logprobs as its old policy."""
+    if not cfg.engine.outlives_the_run():
+        return cfg.engine.samples_like_an_fp32_trainer(cfg.model)
+    served = await cfg.engine.served_dtype(cfg.model) if dist.is_main else None
+    warning = behaviour_mismatch(cfg, served) if dist.is_main else None
+    if warning:
+        print(f"[train] {warning}", file=sys.stderr, flush=True)
+    return bool(_broadcast(served == "float32", dist))
 
 
 def _rollout_side(cfg: RunConfig, run_dir: Path, tokenizer: Any) -> tuple[Any, Any]:

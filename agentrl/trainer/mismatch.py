@@ -25,10 +25,10 @@ def quantiles(prefix: str, values: torch.Tensor) -> dict[str, float]:
     return {f"{prefix}_p50": q[0], f"{prefix}_p90": q[1], f"{prefix}_max": float(values.max())}
 
 
-def abs_log_s(logp_bt: torch.Tensor, micro: MicroBatch) -> torch.Tensor:
-    """|log s_i| of the non-empty real rows of a micro-batch (loss layout)."""
+def abs_log_s(logp_bt: torch.Tensor, micro: MicroBatch, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """|log s_i| of the non-empty real rows of a micro-batch (loss layout; ``mask``: a narrower token mask)."""
     logp_bt = logp_bt.cpu()
-    mask = micro.mask.cpu()
+    mask = (micro.mask if mask is None else mask).cpu()
     diff = torch.where(mask, logp_bt - micro.logp_old.cpu(), 0.0).sum(-1) / mask.sum(-1).clamp(min=1)
     real = torch.tensor([r.episode_index >= 0 for r in micro.rows]) & mask.any(-1)
     return diff[real].abs()
@@ -43,17 +43,21 @@ class MismatchMeter:
         self.abs_log_s: list[torch.Tensor] = []
         self.clipped = {"n_clipped_seqs": 0.0, "n_seqs": 0.0, "n_clipped_tokens": 0.0, "n_tokens": 0.0}
 
-    def add(self, micro: MicroBatch, logp_bt: torch.Tensor) -> None:
-        """Add one micro-batch's trainer logprobs (loss layout, on the micro-batch's device)."""
+    def add(self, micro: MicroBatch, logp_bt: torch.Tensor, rows: list[bool] | None = None) -> None:
+        """Add one micro-batch's trainer logprobs (loss layout, on the micro-batch's device); ``rows``: only the
+        rows flagged (the population a fused forward shares with rows that were not recomputed)."""
         if not any(r.episode_index >= 0 for r in micro.rows):
             return
+        mask = micro.mask
+        if rows is not None:
+            mask = mask & torch.tensor(rows, device=mask.device)[:, None]
         inputs = {name: getattr(micro, name) for name in self.loss.inputs}
-        probe = self.loss(LossBatch(logp_bt, micro.logp_old, micro.mask, micro.adv, **inputs))
+        probe = self.loss(LossBatch(logp_bt, micro.logp_old, mask, micro.adv, **inputs))
         for key in self.clipped:
             self.clipped[key] += probe.metrics.get(key, 0.0)
-        self.abs_log_s.append(abs_log_s(logp_bt, micro))
-        for k in micro.turn_ids[micro.mask].unique().tolist():
-            sel = micro.mask & (micro.turn_ids == k)
+        self.abs_log_s.append(abs_log_s(logp_bt, micro, mask))
+        for k in micro.turn_ids[mask].unique().tolist():
+            sel = mask & (micro.turn_ids == k)
             self.by_turn[k].append((logp_bt[sel] - micro.logp_old[sel]).cpu())
 
     def metrics(self, prefix: str) -> dict[str, float]:

@@ -33,8 +33,13 @@ def check_model(cfg: RunConfig) -> list[str]:
 
 async def check_engine(cfg: RunConfig) -> list[str]:
     """The engine backend's own preflight (SGLang: every server healthy with training-grade logprobs;
-    embedded: device, model directory and worst-case key/value memory, without loading)."""
-    return await cfg.engine.preflight(cfg.model)
+    embedded: device, model directory and worst-case key/value memory, without loading), and whether its logprobs
+    can stand for the update's (``trainer.logprob_match``)."""
+    from agentrl.trainer.logprob_match import behaviour_mismatch
+
+    lines = await cfg.engine.preflight(cfg.model)
+    mismatch = behaviour_mismatch(cfg, await cfg.engine.served_dtype(cfg.model))
+    return [*lines, mismatch] if mismatch else lines
 
 
 def check_precision(cfg: RunConfig) -> list[str]:

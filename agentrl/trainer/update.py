@@ -286,8 +286,8 @@ class PolicyUpdater:
         if not any(fused):
             return
         detached = logp_bt.detach()
-        if self._mismatch is not None:
-            self._mismatch.add(micro, detached)
+        if self._mismatch is not None:  # the rows recomputed, as in later mini-batches' pass: not their neighbours
+            self._mismatch.add(micro, detached, rows=fused)
         take = torch.tensor(fused, device=detached.device)[:, None] & micro.mask
         micro.logp_old = torch.where(take, detached, micro.logp_old)
         for row in micro.rows:

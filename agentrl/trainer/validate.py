@@ -15,6 +15,7 @@ from agentrl.config.problems import raise_problems
 from agentrl.engines.base import LogprobSemantics
 from agentrl.errors import CheckpointError, ConfigError
 from agentrl.job.run_config import RunConfig
+from agentrl.trainer.precision_record import precision_changes, refuse_precision_change, resolved_precision
 from agentrl.util.allocator import loaded_allocator
 from agentrl.util.openmp_env import wait_policy
 
@@ -69,12 +70,15 @@ def write_run_meta(run_dir: Path, cfg: RunConfig) -> None:
         "fingerprint": model_fingerprint(cfg.model.path),
         "allocator": loaded_allocator(),  # peak memory and update speed depend on it
         "openmp": wait_policy(os.environ),  # so does decode speed (agentrl/util/openmp_env.py)
+        "precision": resolved_precision(cfg),  # *_if_fast and auto resolve per machine
     }
     (run_dir / RUN_META).write_text(json.dumps(meta, indent=1))
 
 
-def check_resume(run_dir: Path, cfg: RunConfig) -> None:
-    """CheckpointError when ``run_dir`` is not a run of ``cfg.model`` (compared by fingerprint)."""
+def check_resume(run_dir: Path, cfg: RunConfig, *, accept_changes: bool = False) -> None:
+    """CheckpointError when ``run_dir`` is not a run of ``cfg.model`` (compared by fingerprint); ConfigError when
+    ``cfg`` resolves to another precision here than when the run started, unless ``accept_changes`` (then the
+    run's record takes the new precision)."""
     meta_file = run_dir / RUN_META
     if not meta_file.is_file():
         raise CheckpointError(
@@ -89,3 +93,10 @@ def check_resume(run_dir: Path, cfg: RunConfig) -> None:
             f"(fingerprint {meta.get('fingerprint')}) but the config's model.path {cfg.model.path!r} "
             f"has fingerprint {mine}; resume with the same model or start a new run"
         )
+    now = resolved_precision(cfg)
+    changes = precision_changes(meta.get("precision"), now)
+    if changes and not accept_changes:
+        refuse_precision_change(str(run_dir), changes, cfg)
+    if changes:
+        meta["precision"] = now
+        meta_file.write_text(json.dumps(meta, indent=1))

@@ -138,6 +138,11 @@ class Episode(BaseModel):
         None, description="JSON-able env.snapshot() at the last turn boundary, when the env supports it."
     )
     error: str | None = Field(None, description="Error text when status is failed.")
+    infra_failure: str | None = Field(
+        None,
+        description="Why the env could not score the episode for a reason outside the policy (info['infra_failure']: "
+        "a lost judge, a sandbox or daemon that failed); such an episode is kept but left out of the loss.",
+    )
     resumed: int = Field(0, description="How many times this episode was resumed from a partial state.")
     created_version: int = Field(0, description="Policy version when the episode started.")
 

@@ -13,14 +13,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl.env import CANARY, HACK_FLAGS, Message, MultiTurnEnv, StepResult, tool, user
+from agentrl.env import CANARY, HACK_FLAGS, INFRA_FAILURE, Message, MultiTurnEnv, StepResult, tool, user
 from agentrl.errors import ConfigError, ReplayDivergenceError
 from envs.code_exec.actions import CodeAction, parse_action
 from envs.code_exec.canary import canary_sources, contradict
 from envs.code_exec.config import CodeExecConfig
+from envs.code_exec.grading.result import GradeResult, HackFlag, TestVerdict
 from envs.code_exec.sandboxing import shorten
 from envs.code_exec.session import SandboxSession
 from envs.code_exec.tasks import CodingTask, load_tasks
+from sandboxes.errors import SandboxCrashedError, SandboxStartError, SandboxUnavailableError
+
+
+def failed_grading(tests: int, reason: str) -> GradeResult:
+    """A scored 0 with a ``grading_error`` flag: what the grader returns when grading itself broke."""
+    flag = HackFlag(kind="grading_error", detail=reason[:300], source="host")
+    verdicts = [TestVerdict(index=i, passed=False, error=f"grading failed: {reason[:300]}") for i in range(tests)]
+    return GradeResult(verdicts=verdicts, flags=[flag])
 
 
 def run_python(code: str) -> str:
@@ -147,9 +156,23 @@ class CodeExecEnv(SandboxSession, MultiTurnEnv):
         }
         return [message], cost + bonus, False, last_turn, info
 
+    def _grade(self, code: str) -> tuple[GradeResult, str | None]:
+        """Grade ``code``; a grading that failed for a reason outside the solution (``grading_error``: the judge
+        lost, a sandbox or Docker that failed) is graded again once on another sandbox (the pool replaces one
+        that cannot reset). Returns the result and, when the second grading failed too, why."""
+        for _ in range(2):
+            try:
+                with self.grading_sandbox() as sandbox:
+                    result = self.grader.grade(sandbox, self.task, code)
+            except (SandboxStartError, SandboxCrashedError, SandboxUnavailableError) as exc:  # no grading sandbox
+                result = failed_grading(len(self.task.tests), f"{type(exc).__name__}: {exc}")
+            errors = [f.detail for f in result.flags if f.kind == "grading_error"]
+            if not errors:
+                return result, None
+        return result, f"grading failed twice: {errors[0]}"[:500]
+
     def _submit(self, parsed: CodeAction) -> StepResult:
-        with self.grading_sandbox() as sandbox:
-            result = self.grader.grade(sandbox, self.task, "\n" + parsed.code)
+        result, infra_failure = self._grade("\n" + parsed.code)
         flags = result.flag_strings
         reward, components = result.fraction, {"tests": result.fraction}
         zeroed = bool(flags) and self.config.zero_reward_if_flagged
@@ -168,6 +191,8 @@ class CodeExecEnv(SandboxSession, MultiTurnEnv):
                 HACK_FLAGS: flags,
             }
         )
+        if infra_failure:  # no verdict on the solution: the rollout leaves the episode out of the loss
+            info[INFRA_FAILURE] = infra_failure
         return [], reward, True, False, info
 
     def preflight(self) -> list[str]:

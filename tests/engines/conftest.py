@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_harness import ServedEngine, build_embedded
 
 from agentrl.engines.embedded.engine import EmbeddedEngine
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 
 
 @pytest.fixture

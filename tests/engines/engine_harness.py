@@ -15,7 +15,7 @@ from aiohttp import web
 
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
 from agentrl.engines.embedded.engine import EmbeddedEngine
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.http import SGLangEngine
 from agentrl.serve.server import make_runner
 
 

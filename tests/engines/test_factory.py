@@ -10,7 +10,7 @@ import pytest
 from agentrl.config.sections import ModelConfig
 from agentrl.engines import EmbeddedEngine, SGLangEngine, make_engine
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
-from agentrl.engines.sglang_config import SGLangEngineConfig
+from agentrl.engines.sglang.config import SGLangEngineConfig
 from agentrl.errors import ConfigError, EngineConfigError, ModelLoadError
 
 

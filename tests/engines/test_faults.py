@@ -17,8 +17,8 @@ import pytest
 from engine_harness import ServedEngine, run_async
 
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 from agentrl.errors import EngineConfigError, EngineError
 
 

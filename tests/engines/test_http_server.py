@@ -85,8 +85,8 @@ def test_requests_spread_over_several_servers(tiny_model_dir: Path, routing: str
     from engine_harness import run_async
 
     from agentrl.engines.base import SamplingParams
-    from agentrl.engines.sglang_config import SGLangEngineConfig
-    from agentrl.engines.sglang_http import SGLangEngine
+    from agentrl.engines.sglang.config import SGLangEngineConfig
+    from agentrl.engines.sglang.http import SGLangEngine
 
     inners = [build_embedded(tiny_model_dir), build_embedded(tiny_model_dir)]
     try:

@@ -16,8 +16,8 @@ from agentrl.engines import registry
 from agentrl.engines.base import InferenceEngine
 from agentrl.engines.config import EngineConfig
 from agentrl.engines.embedded.config import EmbeddedEngineConfig, kv_bytes_per_token
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 from agentrl.engines.transport import DiskTransport, StateDictTransport
 from agentrl.engines.weight_dirs import publish_weights, version_dir
 from agentrl.errors import ConfigError, ModelLoadError
@@ -118,7 +118,7 @@ def test_registration_refuses_what_cannot_be_a_backend(clean_registry: None) -> 
         def build(self, model: ModelConfig) -> InferenceEngine:
             raise NotImplementedError
 
-    with pytest.raises(ConfigError, match="'sglang' is registered by agentrl.engines.sglang_config.SGLangEngineConfig"):
+    with pytest.raises(ConfigError, match="'sglang' is registered by agentrl.engines.sglang.config.SGLangEngineConfig"):
         registry.register_engine(Clash)
     with pytest.raises(ConfigError, match="needs a default naming the backend"):
         registry.register_engine(NoKind)

@@ -10,8 +10,8 @@ from engine_harness import ServedEngine, build_embedded, run_async
 
 from agentrl.engines.base import SamplingParams
 from agentrl.engines.routing import BLOCK_TOKENS, ServerPicker
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 
 A, B = "http://a", "http://b"
 

@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from agentrl.engines.sglang_transport import HttpTransport, ServerDown
-from agentrl.engines.vllm_config import VLLMEngineConfig
-from agentrl.engines.vllm_http import VLLMEngine
+from agentrl.engines.http_base import HttpTransport, ServerDown
+from agentrl.engines.vllm.config import VLLMEngineConfig
+from agentrl.engines.vllm.http import VLLMEngine
 
 
 def _closed_port() -> str:
@@ -19,9 +19,13 @@ def _closed_port() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def test_the_sglang_transport_names_sglang_by_default() -> None:
+def test_the_transport_names_the_server_kind_it_is_given() -> None:
     with pytest.raises(ServerDown, match=r"^SGLang server .*scripts/launch_sglang\.sh"):
-        asyncio.run(HttpTransport(0).call("GET", _closed_port(), "/health"))
+        asyncio.run(
+            HttpTransport(0, server="SGLang server", start_hint="start one with scripts/launch_sglang.sh").call(
+                "GET", _closed_port(), "/health"
+            )
+        )
 
 
 def test_an_unreachable_vllm_server_is_named_as_vllm_with_how_to_start_it() -> None:

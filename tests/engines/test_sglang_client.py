@@ -10,8 +10,8 @@ import pytest
 from engine_harness import ServedEngine, build_embedded, run_async
 
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 from agentrl.errors import EngineConfigError, EngineError
 
 PARAMS = SamplingParams(max_new_tokens=4, ignore_eos=True)

@@ -12,8 +12,8 @@ import torch
 from engine_harness import ServedEngine, build_embedded, reference_logprobs, run_async, wait_running
 
 from agentrl.engines.base import GenerateResult, SamplingParams
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 from agentrl.engines.weight_dirs import version_dir
 from agentrl.errors import EngineConfigError, EngineError
 

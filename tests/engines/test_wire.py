@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.sglang_settings import INVISIBLE_SETTINGS, check_request, read_settings
-from agentrl.engines.sglang_wire import parse_reply, sampling_from_json, sampling_to_json, version_from_wire
+from agentrl.engines.sglang.settings import INVISIBLE_SETTINGS, check_request, read_settings
+from agentrl.engines.sglang.wire import parse_reply, sampling_from_json, sampling_to_json, version_from_wire
 from agentrl.errors import EngineConfigError, EngineError
 
 RID = "8c5f0d2a9b6e4f1a8d3c7b2e1f0a9c8d"

@@ -189,3 +189,20 @@ class SplitVerdictScratchpad(GradedScratchpad):
         messages, reward, terminated, truncated, info = super().step(action)
         info["outcome"] = 0.0 if self.task in self.flat_tasks else float(len(action) % 2 == 0)
         return messages, reward, terminated, truncated, info
+
+
+class InfraFailingScratchpad(SplitVerdictScratchpad):
+    """The first episode of task-0 to step reports that it could not be scored for a reason outside the policy
+    (``info["infra_failure"]``, as CodeExec does after its grading failed twice); the others alternate between
+    passing and failing, in the order they step, so every group carries signal."""
+
+    stepped: dict[str, int] = {}  # one per process: how many episodes of each task stepped
+
+    def step(self, action: str) -> StepResult:
+        messages, reward, terminated, truncated, info = super().step(action)
+        nth = InfraFailingScratchpad.stepped[self.task] = InfraFailingScratchpad.stepped.get(self.task, 0) + 1
+        info["outcome"] = float(nth % 2)
+        if self.task == "task-0" and nth == 1:
+            info["infra_failure"] = "grading failed twice: the judge was lost"
+            info["outcome"] = 0.0  # what the env scored; the rollout must not train on it
+        return messages, reward, terminated, truncated, info

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from agentrl.algos.config import AlgorithmConfig
 from agentrl.config.sections import RolloutConfig, TrainerConfig
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 from agentrl.rollout.buffer import BUFFER_FILE, RolloutBuffer
 from agentrl.rollout.fingerprint import rollout_fingerprints
 

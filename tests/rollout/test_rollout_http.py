@@ -24,8 +24,8 @@ import torch
 from rollout_test_envs import Scratchpad
 
 from agentrl.config.sections import RolloutConfig
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 from agentrl.errors import RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset

@@ -23,8 +23,8 @@ from router_process import get_json, start_router, stop_router
 from test_rollout_http import _free_port, _orchestrator, _serve
 
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
 from agentrl.errors import EngineError, RolloutError
 from agentrl.rollout.buffer import RolloutBuffer
 

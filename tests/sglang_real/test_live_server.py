@@ -34,9 +34,9 @@ from router_process import start_router
 
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import SamplingParams
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_http import SGLangEngine
-from agentrl.engines.sglang_wire import parse_reply
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.http import SGLangEngine
+from agentrl.engines.sglang.wire import parse_reply
 from agentrl.errors import EngineError
 from agentrl.rollout.buffer import RolloutBuffer
 from agentrl.rollout.dataset import TaskDataset

@@ -115,7 +115,9 @@ def test_the_twin_decodes_the_trainers_float32_weights(tiny_model_dir: Path, tin
 
 def test_the_twins_greedy_tokens_do_not_depend_on_the_batch(tiny_model_dir: Path, tiny_lm: torch.nn.Module) -> None:
     """What eval.precision float32 is for: each prompt decodes to the same tokens alone as beside the others (the
-    evaluation's concurrency decides who shares a step, and tool calls' timing decides it too)."""
+    evaluation's concurrency decides who shares a step, and tool calls' timing decides it too). Here at up to 4 rows
+    a step, inside one matmul form: above 8 rows the CPU engine multiplies the usual way round, which rounds
+    otherwise, so float32 makes a flipped near-tie rarer there, not impossible (the config's description says so)."""
     cfg = _cfg(tiny_model_dir, "model.dtype=bfloat16")
     rollout = cfg.engine.build(cfg.model)
 
@@ -133,3 +135,30 @@ def test_a_twin_refuses_a_policy_that_is_not_float32(tiny_model_dir: Path, tiny_
     cfg = _cfg(tiny_model_dir, "model.dtype=bfloat16")
     with pytest.raises(EngineConfigError, match=r"torch.bfloat16.*load the trainer's model in float32"):
         cfg.engine.build_float32_twin(cfg.model, tiny_lm.to(torch.bfloat16))
+
+
+def test_under_trainer_deterministic_the_twin_samples_with_content_seeds(
+    tiny_model_dir: Path, tiny_lm: torch.nn.Module
+) -> None:
+    """A sampled evaluation does not depend on who shares a step under trainer.deterministic: the twin's requests
+    are seeded from their content, as the rollout engine's are. Unseeded, the engine's one random stream is drawn in
+    step order, so a prompt sampled beside others gets other tokens than alone."""
+    sampled = SamplingParams(max_new_tokens=12, temperature=1.0, ignore_eos=True)
+
+    async def together_and_alone(cfg: object) -> tuple[list[int], list[int]]:
+        rollout = cfg.engine.build(cfg.model)  # type: ignore[attr-defined]
+        try:
+            async with evaluation_engine(cfg, rollout, tiny_lm) as twin:  # type: ignore[arg-type]
+                together = await asyncio.gather(*(twin.generate(p, sampled) for p in PROMPTS))
+            async with evaluation_engine(cfg, rollout, tiny_lm) as twin:  # type: ignore[arg-type]
+                alone = await twin.generate(PROMPTS[1], sampled)
+            return together[1].output_ids, alone.output_ids
+        finally:
+            await rollout.close()
+
+    beside, alone = asyncio.run(
+        together_and_alone(_cfg(tiny_model_dir, "model.dtype=bfloat16", "trainer.deterministic=true"))
+    )
+    assert beside == alone
+    beside, alone = asyncio.run(together_and_alone(_cfg(tiny_model_dir, "model.dtype=bfloat16")))
+    assert beside != alone

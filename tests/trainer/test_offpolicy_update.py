@@ -162,3 +162,22 @@ def test_only_later_mini_batches_pay_a_proximal_forward(tiny_lm: torch.nn.Module
     second = split_mini_batches(rows, 2)[1]
     assert metrics["train/recomputed_rows"] == 7.0
     assert metrics["train/proximal_forward_rows"] == float(sum(r.trainable for r in second)) > 0
+
+
+def test_the_mismatch_measures_the_recomputed_rows_in_every_mini_batch(tiny_lm: torch.nn.Module) -> None:
+    """mismatch/* is over the rows whose proximal was recomputed, whether mini-batch 0's training forward measured
+    them or a later mini-batch's pass: the fresh rows that share mini-batch 0 (exact engine logprobs, kept) are
+    not mixed in. Every recomputed row here is a stale one whose engine logprobs are 0.05 off."""
+    algo = AlgorithmConfig(proximal="recompute_stale", is_correction={"kind": "tis", "cap": 2.0})
+    fresh = make_groups(tiny_lm, [REWARDS[0]], version=3)
+    stale = make_groups(tiny_lm, [REWARDS[1]], version=1, seed=1)
+    for ep in (e for g in stale for e in g):
+        seg = ep.segments[0]
+        seg.logprobs = [lp - 0.05 if m else 0.0 for lp, m in zip(seg.logprobs, seg.loss_mask)]
+    rows = build_rows([*stale, *fresh], 4, algo, 3)  # the stale group first: mini-batch 0 holds both kinds
+    first = [{v for v, m in zip(r.versions, r.mask) if m} for r in split_mini_batches(rows, 2)[0] if r.trainable]
+    assert {3} in first and {1} in first  # a fresh trained row shares mini-batch 0 with a recomputed one
+    metrics = _updater(tiny_lm, algo).update(rows, version=3)
+    assert metrics["train/recomputed_rows"] == 3.0
+    assert metrics["mismatch/abs_mean"] == pytest.approx(0.05, abs=2e-3)
+    assert metrics["mismatch/pre_update_abs_log_s_p50"] == pytest.approx(0.05, abs=2e-3)

@@ -146,7 +146,7 @@ def test_trainer_syncs_sglang_servers_by_tensor_or_disk(
 
     from transformers import AutoModelForCausalLM
 
-    from agentrl.engines.sglang_http import SGLangEngine
+    from agentrl.engines.sglang.http import SGLangEngine
     from agentrl.job.loader import build_config
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))

@@ -134,3 +134,20 @@ def test_fp32_precision_has_no_mismatch(tiny_lm: torch.nn.Module) -> None:
     rows = build_rows(make_groups(tiny_lm, [[1.0, 0.0], [0.0, 1.0]], turns=2), 2, AlgorithmConfig(), 0)
     metrics = _updater(tiny_lm, "float32").update(rows, audit=True)
     assert metrics["audit/abs_max"] <= FP32_MAX_ABS_LOGP
+
+
+def test_a_gpu_that_only_emulates_bf16_is_not_fast_and_the_device_asked_about_is_the_one_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No GPU here: a FAKE two-GPU host (torch.cuda's device queries monkeypatched), GPU 0 a V100 (capability 7.0,
+    where torch's is_bf16_supported() says yes because it counts emulation) and GPU 1 an A100 (8.0); the current
+    device is 0."""
+    capability = {0: (7, 0), 1: (8, 0)}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: capability[index])
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    monkeypatch.setattr(torch.version, "hip", None)
+    assert not has_fast_bf16("cuda:0")  # emulated bf16 is slower than float32
+    assert not has_fast_bf16("cuda")  # the current device
+    assert has_fast_bf16("cuda:1")  # the device asked about, not the current one

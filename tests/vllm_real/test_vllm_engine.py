@@ -16,8 +16,8 @@ from vllm_server import VLLMServer
 
 from agentrl.config.sections import ModelConfig
 from agentrl.engines.base import GenerateResult, LogprobSemantics, SamplingParams
-from agentrl.engines.vllm_config import VLLMEngineConfig
-from agentrl.engines.vllm_http import VLLMEngine
+from agentrl.engines.vllm.config import VLLMEngineConfig
+from agentrl.engines.vllm.http import VLLMEngine
 from agentrl.engines.weight_dirs import publish_weights
 from agentrl.trainer.logprobs import naive_token_logprobs
 
@@ -159,3 +159,86 @@ def test_a_tied_lm_head_is_refused_before_the_server_is_touched(tmp_path: Path) 
     engine = VLLMEngineConfig(urls=["http://127.0.0.1:9"]).build(ModelConfig(path=str(tied)))
     with pytest.raises(EngineConfigError, match="tie_word_embeddings=true"):
         asyncio.run(engine.update_weights(str(tied), version=1))
+
+
+def _running_requests(url: str) -> float:
+    """vLLM's own gauge of the requests it is running (``/metrics``)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as reply:
+        lines = reply.read().decode().splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("vllm:num_requests_running"))
+
+
+def test_aborting_one_request_cuts_it_and_no_other(vllm_server: VLLMServer) -> None:
+    """Dropping one group must not cut the other groups' turns: a pause would end every request on the server."""
+    kept_tokens, dropped_tokens = 1500, 4000
+
+    async def run() -> tuple[GenerateResult, GenerateResult, float]:
+        engine = _engine(vllm_server)
+        try:
+            await engine.probe()
+            keep = SamplingParams(max_new_tokens=kept_tokens, temperature=T, ignore_eos=True)
+            drop = SamplingParams(max_new_tokens=dropped_tokens, temperature=T, ignore_eos=True)
+            kept_task = asyncio.create_task(engine.generate(PROMPT, keep, request_id="keep-me"))
+            dropped_task = asyncio.create_task(engine.generate(PROMPT[::-1], drop, request_id="drop-me"))
+            while _running_requests(vllm_server.url) < 2:  # both reached the server
+                await asyncio.sleep(0.05)
+            await engine.abort(["drop-me"])
+            dropped = await asyncio.wait_for(dropped_task, timeout=60)
+            kept = await asyncio.wait_for(kept_task, timeout=600)
+            return kept, dropped, _running_requests(vllm_server.url)
+        finally:
+            await engine.close()
+
+    kept, dropped, running_after = asyncio.run(run())
+    assert kept.finish_reason == "length" and len(kept.output_ids) == kept_tokens  # not cut
+    assert dropped.finish_reason == "abort" and len(dropped.output_ids) < dropped_tokens
+    assert running_after == 0  # the server dropped the cut request too: it would still run its 4,000 tokens
+
+
+def test_episodes_starting_together_probe_the_server_once(vllm_server: VLLMServer) -> None:
+    """The probe (model name, logprob semantics, dev mode) runs before the first request, once: not once per
+    episode of a step that starts them all together."""
+    calls: list[int] = []
+
+    async def run() -> list[GenerateResult]:
+        engine = _engine(vllm_server)
+        real_probe = engine.probe
+
+        async def counted() -> list[str]:  # the real probe, counted
+            calls.append(1)
+            return await real_probe()
+
+        engine.probe = counted  # type: ignore[method-assign]
+        try:
+            sampling = SamplingParams(max_new_tokens=4, temperature=T, ignore_eos=True)
+            return await asyncio.gather(*(engine.generate(PROMPT, sampling) for _ in range(12)))
+        finally:
+            await engine.close()
+
+    results = asyncio.run(run())
+    assert len(calls) == 1, f"{len(calls)} probes for 12 requests"
+    assert all(len(r.output_ids) == 4 for r in results)
+
+
+def test_a_stop_string_split_by_a_step_boundary_abort_is_cut_where_it_completes(vllm_server: VLLMServer) -> None:
+    """vLLM matches stop strings in one request's output only; the rollout's whole-turn check finds one that a
+    step-boundary abort cut in two (tests/stop_straddle.py)."""
+    import sys
+
+    from transformers import AutoTokenizer
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from stop_straddle import check_straddled_stop, straddled_stop
+
+    decode = AutoTokenizer.from_pretrained(vllm_server.model_dir).decode
+    engine = _engine(vllm_server)
+
+    async def run() -> dict[str, object]:
+        try:
+            return await straddled_stop(engine, PROMPT, decode)
+        finally:
+            await engine.close()
+
+    found = asyncio.run(run())
+    print(f"vllm tier: stop {found['stop']!r} split after token {found['j']}")
+    check_straddled_stop(found, decode)

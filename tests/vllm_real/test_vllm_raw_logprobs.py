@@ -12,7 +12,7 @@ from vllm_server import VLLMServer, running_server
 
 from agentrl.config.sections import ModelConfig
 from agentrl.engines.base import LogprobSemantics, SamplingParams
-from agentrl.engines.vllm_config import VLLMEngineConfig
+from agentrl.engines.vllm.config import VLLMEngineConfig
 from agentrl.errors import EngineConfigError
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.engines.sglang_wire import version_from_wire
+from agentrl.engines.sglang.wire import version_from_wire
 from agentrl.errors import EngineConfigError
 
 INVISIBLE_SETTINGS = (
@@ -33,11 +33,13 @@ class ServerSettings:
     skip_tokenizer_init: bool = False
     rl_on_policy_target: str | None = None
     deterministic: bool = False
+    dtype: str | None = None  # the server's --dtype as it resolved it (None: the server does not say)
     notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         """One line for ``--dry-run``."""
         parts = [f"{self.url}: {self.version}", f"tp_size {self.tp_size}", "logprobs log_softmax(logits / T)"]
+        parts.append(f"dtype {self.dtype or 'not reported'}")
         if self.rl_on_policy_target:
             parts.append(f"rl_on_policy_target {self.rl_on_policy_target} (bf16 log_softmax, deterministic)")
         elif self.deterministic:
@@ -62,6 +64,7 @@ def read_settings(url: str, server_info: dict[str, Any]) -> ServerSettings:
         skip_tokenizer_init=bool(server_info.get("skip_tokenizer_init")),
         rl_on_policy_target=server_info.get("rl_on_policy_target") or None,
         deterministic=bool(server_info.get("enable_deterministic_inference")),
+        dtype=str(server_info["dtype"]) if server_info.get("dtype") else None,
     )
     if _older_than(settings.version, (0, 5, 1)):
         raise EngineConfigError(

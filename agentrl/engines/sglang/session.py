@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from agentrl.engines.sglang_transport import HttpTransport, error_text
+from agentrl.engines.http_base import HttpTransport, error_text
 from agentrl.errors import EngineError
 
 BEGIN, END = "/begin_weight_update", "/end_weight_update"

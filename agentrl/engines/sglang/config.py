@@ -45,13 +45,23 @@ class SGLangEngineConfig(ServerEngineConfig):
 
     def build(self, model: ModelConfig) -> InferenceEngine:
         """An HTTP client for ``urls``; ``model.path`` names what the servers serve (its identity)."""
-        return import_engine_class("agentrl.engines.sglang_http:SGLangEngine")(self, model_path=model.path)
+        return import_engine_class("agentrl.engines.sglang.http:SGLangEngine")(self, model_path=model.path)
 
     def weight_transport(self, run_dir: Path) -> WeightTransport:
         """Tensors to colocated servers (weight_transfer: tensor), else a directory under weights_dir."""
         if self.weight_transfer == "tensor":
             return StateDictTransport()
         return self.disk_transport(run_dir)
+
+    async def served_dtype(self, model: ModelConfig) -> str | None:
+        """The dtype every worker's /server_info reports (None when they differ or one does not say)."""
+        engine: Any = self.build(model)
+        try:
+            await engine.probe()
+            dtypes = engine.served_dtypes
+        finally:
+            await engine.close()
+        return next(iter(dtypes)) if len(dtypes) == 1 else None
 
     async def preflight(self, model: ModelConfig) -> list[str]:
         """Every server (and every worker behind a router) is healthy, its settings and weight version are

@@ -31,7 +31,7 @@ class VLLMEngineConfig(ServerEngineConfig):
 
     def build(self, model: ModelConfig) -> InferenceEngine:
         """An HTTP client for ``urls``; ``model.path`` names what the servers serve (its identity)."""
-        return import_engine_class("agentrl.engines.vllm_http:VLLMEngine")(self, model_path=model.path)
+        return import_engine_class("agentrl.engines.vllm.http:VLLMEngine")(self, model_path=model.path)
 
     def weight_transport(self, run_dir: Path) -> WeightTransport:
         """A safetensors directory under weights_dir that the servers reload by path."""

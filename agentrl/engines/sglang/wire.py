@@ -1,6 +1,6 @@
 """SGLang's native /generate JSON shapes (docs/engines.md#sglangs-generate-api), both directions.
 
-The client (``sglang_http``) builds requests and parses replies; ``agentrl serve`` parses requests and
+The client (``sglang.http``) builds requests and parses replies; ``agentrl serve`` parses requests and
 builds replies, so both sides speak exactly the same subset. Weight versions are strings on the wire
 (``"default"`` means 0) and ints in agentrl.
 """

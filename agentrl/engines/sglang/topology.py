@@ -14,9 +14,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.engines.sglang_settings import ServerSettings, read_settings
-from agentrl.engines.sglang_transport import HttpTransport, error_text
-from agentrl.engines.sglang_wire import version_from_wire
+from agentrl.engines.http_base import HttpTransport, error_text
+from agentrl.engines.sglang.settings import ServerSettings, read_settings
+from agentrl.engines.sglang.wire import version_from_wire
 from agentrl.errors import EngineConfigError, EngineError
 
 SERVER_INFO = ("/server_info", "/get_server_info")  # 0.5.10+ name first

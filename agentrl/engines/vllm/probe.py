@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from agentrl.engines.base import LogprobSemantics
-from agentrl.engines.sglang_transport import HttpTransport, error_text
+from agentrl.engines.http_base import HttpTransport, error_text
 from agentrl.errors import EngineConfigError, EngineError
 
 PROBE_PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
@@ -63,6 +64,26 @@ async def check_logprob_semantics(http: HttpTransport, url: str, model: str) -> 
             "--logprobs-mode processed_logprobs to sample at other temperatures"
         )
     return LogprobSemantics.TEMPERED_FULL_VOCAB, f"returns tempered logprobs (processed_logprobs: {temps})"
+
+
+def check_reloadable_state(state: Mapping[str, Any], model_path: str | None) -> None:
+    """``check_reloadable`` for weights that arrive as a state dict (no config.json beside them): the run's model
+    config, and the state dict itself (a tied model has no ``lm_head.weight`` of its own)."""
+    if model_path is not None:
+        check_reloadable(Path(model_path))
+    embed = next((v for k, v in state.items() if k.endswith("embed_tokens.weight")), None)
+    head = next((v for k, v in state.items() if k.endswith("lm_head.weight")), None)
+    if embed is not None and (head is None or _same_storage(embed, head)):
+        raise EngineConfigError(
+            "the state dict to load has no LM head of its own (lm_head.weight missing or sharing embed_tokens.weight's "
+            "storage): it is tied to the embeddings, and vLLM 0.32 cannot reload a tied LM head in place. Train with "
+            "engine.kind embedded or sglang, or untie the model's LM head before training against vLLM"
+        )
+
+
+def _same_storage(a: Any, b: Any) -> bool:
+    pointer = getattr(a, "data_ptr", None)
+    return a is b or (pointer is not None and pointer() == b.data_ptr())
 
 
 def check_reloadable(path: Path) -> None:

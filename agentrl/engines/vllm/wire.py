@@ -46,7 +46,7 @@ def completion_body(model: str, input_ids: list[int], sampling: SamplingParams, 
 
 def parse_completion(reply: Any, *, request_id: str, prompt_len: int, version: int, source: str) -> GenerateResult:
     """One /v1/completions reply -> GenerateResult; every token is attributed to ``version`` (the client
-    knows it: weight updates pause the server between requests, see ``vllm_http``)."""
+    knows it: weight updates pause the server between requests, see ``vllm.http``)."""
     choices = reply.get("choices") if isinstance(reply, dict) else None
     if not choices:
         raise EngineError(f"{source}: /v1/completions reply has no choices: {str(reply)[:300]}")

@@ -2,7 +2,7 @@
 
 Non-streaming ``/generate`` with ``input_ids`` + ``return_logprob``; ids are checked against the logprob
 triples; a queued-abort reply or a missing logprob key means zero tokens. Each configured URL is a server
-or an sglang-router (``sglang_topology``); generation goes through it, while aborts, weight updates and the
+or an sglang-router (``sglang.topology``); generation goes through it, while aborts, weight updates and the
 settings check go to every worker behind it. Every reply's ``weight_version`` is checked against the
 policy version the request was sent under, so a server that restarted or missed an update cannot
 silently sample from old weights.
@@ -15,24 +15,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentrl.engines.base import GenerateResult, LogprobSemantics, ModelIdentity, SamplingParams, new_request_id
+from agentrl.engines.base import GenerateResult, LogprobSemantics, SamplingParams, new_request_id
+from agentrl.engines.http_base import CONTROL_TIMEOUT_S, HttpEngineBase, HttpTransport, ServerDown, error_text
 from agentrl.engines.routing import ServerPicker
-from agentrl.engines.sglang_config import SGLangEngineConfig
-from agentrl.engines.sglang_session import weight_update_session
-from agentrl.engines.sglang_settings import INVISIBLE_SETTINGS, ServerSettings, check_request
-from agentrl.engines.sglang_topology import Entry, discover, list_router_workers, read_workers
-from agentrl.engines.sglang_transport import CONTROL_TIMEOUT_S, HttpTransport, ServerDown, error_text
-from agentrl.engines.sglang_wire import parse_reply, sampling_to_json, version_to_wire
+from agentrl.engines.sglang.config import SGLangEngineConfig
+from agentrl.engines.sglang.session import weight_update_session
+from agentrl.engines.sglang.settings import INVISIBLE_SETTINGS, ServerSettings, check_request
+from agentrl.engines.sglang.topology import Entry, discover, list_router_workers, read_workers
+from agentrl.engines.sglang.wire import parse_reply, sampling_to_json, version_to_wire
 from agentrl.engines.weight_dirs import publish_state_dict
 from agentrl.errors import EngineConfigError, EngineError
 
 _ABORT_WAIT_S = 10.0  # abort() re-sends until its targets return (an abort can race the request)
 
 
-class SGLangEngine:
+class SGLangEngine(HttpEngineBase):
     """HTTP client for SGLang servers, sglang-routers, or ``agentrl serve``."""
 
     semantics = LogprobSemantics.TEMPERED_FULL_VOCAB
+    server_kind = "SGLang server"
 
     def __init__(self, config: SGLangEngineConfig, *, model_path: str | None = None) -> None:
         if not config.urls:
@@ -41,21 +42,27 @@ class SGLangEngine:
                 "scripts/launch_sglang.sh"
             )
         self.config = config
-        self.model_path = model_path  # what the servers serve (the run's model.path), for model_identity
-        self.urls = [u.rstrip("/") for u in config.urls]
-        self.http = HttpTransport(config.max_retries)
-        self.picker = ServerPicker(self.urls, config.routing, config.sticky_load_slack)
+        urls = [u.rstrip("/") for u in config.urls]
+        http = HttpTransport(
+            config.max_retries,
+            server=self.server_kind,
+            start_hint="start one with scripts/launch_sglang.sh or `agentrl serve`",
+        )
+        super().__init__(urls, http, ServerPicker(urls, config.routing, config.sticky_load_slack), model_path)
         self.entries: dict[str, Entry] = {}
         self.settings: dict[str, ServerSettings] = {}  # per worker
         self._version = 0
-        self._load = {u: 0 for u in self.urls}
-        self._inflight: dict[str, tuple[str, asyncio.Event]] = {}  # rid -> (entry url, returned)
         self._probe_lock: asyncio.Lock | None = None
 
     @property
     def weight_version(self) -> int:
         """The policy version the servers serve: read from them at probe time, then set by ``update_weights``."""
         return self._version
+
+    @property
+    def served_dtypes(self) -> set[str | None]:
+        """The dtypes the workers report (known after ``probe``; None where a server does not report one)."""
+        return {s.dtype for s in self.settings.values()}
 
     @property
     def workers(self) -> list[str]:
@@ -103,10 +110,6 @@ class SGLangEngine:
             raise EngineError("input_ids is empty; send at least one prompt token")
         await self._probe()
         rid = request_id or new_request_id()
-        url = self.picker.pick(input_ids, self._load)
-        for worker in self.entries[url].workers:
-            if worker in self.settings:
-                check_request(self.settings[worker], sampling.stop)
         body = {
             "input_ids": list(input_ids),
             "sampling_params": sampling_to_json(sampling),
@@ -114,20 +117,12 @@ class SGLangEngine:
             "rid": rid,
             "stream": False,
         }
-        done, sent_version = asyncio.Event(), self._version
-        self._inflight[rid] = (url, done)
-        self._load[url] += 1
-        self.picker.record(input_ids, url)
-        try:
-            status, reply = await self.http.call("POST", url, "/generate", body, self.config.request_timeout_s)
-        finally:
-            self._load[url] -= 1
-            self._inflight.pop(rid, None)
-            done.set()
-        if status != 200:
-            raise EngineError(
-                f"SGLang server {url}/generate rejected request {rid} (HTTP {status}): {error_text(reply)}"
-            )
+        sent_version = self._version
+        async with self._sending(rid, input_ids) as url:
+            for worker in self.entries[url].workers:
+                if worker in self.settings:
+                    check_request(self.settings[worker], sampling.stop)
+            reply = await self._post(url, "/generate", body, self.config.request_timeout_s, rid)
         result = parse_reply(
             reply[0] if isinstance(reply, list) else reply, request_id=rid, prompt_len=len(input_ids), source=url
         )
@@ -146,13 +141,11 @@ class SGLangEngine:
             )
 
     def _check_sampling(self, sampling: SamplingParams) -> None:
-        truncated = sampling.top_p < 1.0 or sampling.top_k > 0
-        if truncated and sampling.temperature > 0 and not self.config.allow_truncated_sampling:
-            raise EngineConfigError(
-                f"top_p={sampling.top_p}, top_k={sampling.top_k}: SGLang's logprobs ignore top-p/top-k, so they would "
-                "not be the behaviour logprobs the trainer needs; use top_p=1, top_k=-1 for training, or set "
-                "engine.allow_truncated_sampling=true (eval only)"
-            )
+        self._refuse_truncated(
+            sampling,
+            self.config.allow_truncated_sampling,
+            "SGLang's logprobs ignore top-p/top-k, so they would not be the behaviour logprobs the trainer needs",
+        )
 
     async def abort(self, request_ids: list[str] | None = None) -> None:
         """Abort requests (None: all) on the workers that run them; wait (bounded) until they returned."""
@@ -169,7 +162,7 @@ class SGLangEngine:
                 by_entry: dict[str, list[str]] = {}
                 for rid in targets:
                     if rid in self._inflight:
-                        by_entry.setdefault(self._inflight[rid][0], []).append(rid)
+                        by_entry.setdefault(self._inflight[rid].url, []).append(rid)
                 await asyncio.gather(
                     *(
                         self._broadcast_control(self.entries[e].workers, "/abort_request", {"rid": r})
@@ -177,10 +170,9 @@ class SGLangEngine:
                         for r in rids
                     )
                 )
-            pending = [self._inflight[r][1] for r in targets if r in self._inflight]
-            if not pending or loop.time() > deadline:
+            if not any(r in self._inflight for r in targets) or loop.time() > deadline:
                 return
-            await asyncio.wait([asyncio.ensure_future(e.wait()) for e in pending], timeout=0.2)
+            await self._wait_returned(targets, 0.2)
             targets = [r for r in targets if r in self._inflight]
             if not targets:
                 return
@@ -246,25 +238,9 @@ class SGLangEngine:
                 )
         self._version = int(version)
 
-    def model_identity(self) -> ModelIdentity:
-        """The model directory the run config names (the servers' own paths may differ); no config read here."""
-        return ModelIdentity(path=self.model_path)
-
-    async def health(self) -> bool:
-        """True when every configured URL answers /health with 200 and every router lists a worker."""
-
-        async def one(url: str) -> bool:
-            try:
-                status, _ = await self.http.call("GET", url, "/health", None, CONTROL_TIMEOUT_S)
-                if status != 200:
-                    return False
-                entry = self.entries.get(url)
-                return not (entry and entry.is_router) or bool(await list_router_workers(self.http, url))
-            except EngineError:
-                return False
-
-        return all(await asyncio.gather(*(one(u) for u in self.urls)))
-
-    async def close(self) -> None:
-        """Close the HTTP session (idempotent)."""
-        await self.http.close()
+    async def _healthy(self, url: str) -> bool:
+        """/health answers 200, and a router lists a worker."""
+        if not await super()._healthy(url):
+            return False
+        entry = self.entries.get(url)
+        return not (entry and entry.is_router) or bool(await list_router_workers(self.http, url))
