@@ -1,7 +1,8 @@
 """``select``: the CPU kernel set for one engine, chosen at run time from the CPU's flags, the model and the settings.
 
 In order: SGLang's kernels for bf16 where they load and take every projection shape (with agentrl's own matmul,
-attention and C++ decode loop where those build: ``engine.native_kernels``); else torch ops, with bf16
+attention and C++ decode loop where those build: ``engine.native_kernels``); else, for fp32, the portable C++ decode
+loop where it builds (``engine.native_kernels`` again: it is agentrl's own kernel too); else torch ops, with bf16
 weights in oneDNN's packed layout where that works (``engine.pack_weights``). A setting that requires what cannot
 run here is an error naming why; ``CpuKernels.problems`` says why each faster set was not chosen.
 """
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 import torch
 
 from agentrl.engines.embedded.config import CpuKernelsSetting, NativeKernelsSetting
-from agentrl.engines.embedded.cpu.kernels import CpuKernels, SglangKernels, TorchOps
+from agentrl.engines.embedded.cpu.kernels import CpuKernels, PortableKernels, SglangKernels, TorchOps
 from agentrl.engines.embedded.cpu.native import HEAD_DIMS, native_problem, shape_problem
 from agentrl.engines.embedded.cpu.native_loop import NativeBf16Loop
 from agentrl.engines.embedded.cpu.packed_weights import packing_problem
+from agentrl.engines.embedded.cpu.portable import PortableFp32Loop, portable_problem
 from agentrl.engines.embedded.cpu.sglang import SglangCpuKernels, kernels_problem, shapes_problem
 from agentrl.errors import EngineConfigError
 
@@ -63,6 +65,8 @@ def select(model: ModelShape, settings: KernelSettings) -> CpuKernels:
     native = problems["native"] is None
     if problems["sglang"] is None:
         return SglangKernels(SglangCpuKernels(native=native), NativeBf16Loop() if native else None, problems)
+    if native:
+        return PortableKernels(PortableFp32Loop(), problems)
     packed = problems["pack"] is None if settings.pack_weights is None else settings.pack_weights
     return TorchOps(packed=packed, problems=problems)
 
@@ -77,9 +81,14 @@ def _sglang_problem(model: ModelShape, setting: CpuKernelsSetting) -> str | None
 
 
 def _native_problem(model: ModelShape, setting: NativeKernelsSetting, sglang: str | None) -> str | None:
-    """Why decode steps do not run agentrl's own CPU kernels (None: they do): the bf16 set on SGLang's kernels."""
+    """Why decode steps do not run agentrl's own CPU kernels (None: they do): the portable loop for fp32, the bf16
+    set on SGLang's kernels otherwise."""
     if setting == "off":
         return "engine.native_kernels is off"
+    if model.dtype == torch.float32:
+        if model.lean_reason is not None:
+            return f"the lean forward is not used ({model.lean_reason})"
+        return portable_problem(model.device)
     if sglang is not None:
         return f"SGLang's CPU kernels are not used ({sglang})"
     if model.head_dim not in HEAD_DIMS:
