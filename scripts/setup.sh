@@ -66,3 +66,6 @@ echo "[setup] python environment ready: $(.venv/bin/python -c 'import torch, tra
 from agentrl.engines.embedded.cpu.native import native_problem as own
 why = p(torch.bfloat16, torch.device('cpu')); print('[setup] bf16 engine kernels:', 'SGLang CPU kernels' if why is None else f'torch ops ({why})')
 mine = own() if why is None else 'SGLang CPU kernels not used'; print('[setup] agentrl CPU kernels:', 'built' if mine is None else f'not used ({mine})')"
+# the portable float32 decode loop (any x86-64 CPU with AVX2/FMA, or aarch64) is compiled here once too
+.venv/bin/python -c "import torch; from agentrl.engines.embedded.cpu.portable import portable_problem as p
+why = p(torch.device('cpu')); print('[setup] fp32 decode loop:', 'C++ (built)' if why is None else f'Python ({why})')"
