@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""agentrl's own CPU kernels (``agentrl/engines/embedded/native_kernels.py``) against SGLang's, side by side, as JSON.
+"""agentrl's own CPU kernels (``agentrl/engines/embedded/cpu/native.py``) against SGLang's, side by side, as JSON.
 
 Each level alternates its forms in one process, so a wandering machine compares them fairly:
 
@@ -35,9 +35,9 @@ os.environ.update(short_spin_unless_chosen(os.environ))  # the agentrl command's
 import torch
 from bench_small_ops import emit_json, load_model, step_ms
 
-from agentrl.engines.embedded.native_kernels import native_problem, reference_attention
+from agentrl.engines.embedded.cpu.native import native_problem, reference_attention
+from agentrl.engines.embedded.cpu.sglang import SglangCpuKernels, decode_token_table, kernels_problem
 from agentrl.engines.embedded.runner import ModelRunner
-from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, decode_token_table, kernels_problem
 
 HEADS, KV_HEADS, HEAD_DIM, LAYERS = 9, 3, 64, 30
 

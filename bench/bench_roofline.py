@@ -12,7 +12,8 @@
 Every fraction is measured / roofline, so numbers from a loaded machine still compare across dtypes within one run.
 OpenMP waits as under the ``agentrl`` command (a short spin); a PASSIVE team's wake-ups cut the 1-row GEMM rate.
 ``--quick`` uses tiny shapes (for the test). Usage: .venv/bin/python bench/bench_roofline.py [--model DIR]
-[--threads 2] [--out roofline.json] (default: a tiny random Qwen3 in a temporary directory; pass SmolLM2 for real).
+[--threads 2] [--out roofline.json] (default: a tiny random Qwen3 in a temporary directory; pass SmolLM2 for real);
+``--kinds native avx2``: the whole run once per instruction-set kind, side by side (``roofline_kinds.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ os.environ.update(short_spin_unless_chosen(os.environ))  # the agentrl command's
 
 import torch
 from gemm_layouts import layout_rates, model_matmul_shapes, product_calls
+from roofline_kinds import KIND_ENV, run_kinds
 from roofline_profile import profile_decode, timed_generate
+from roofline_ratios import bf16_ratios, decode_ratios
 
 from agentrl.engines.embedded.config import EmbeddedEngineConfig, kv_bytes_per_token
 from agentrl.engines.embedded.engine import EmbeddedEngine
@@ -259,19 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     progress("layouts", layouts)
     engine = {name: engine_section(model_dir, name, hw, params, arch, args) for name in dtypes}
-    weight_left = None
-    if args.compare_weight_left:  # the default engine against one multiplying x @ W.T at every row count
-        engine["fp32_linear"] = engine_section(model_dir, "fp32", hw, params, arch, args, {"weight_left_rows": 0})
-        weight_left = _decode_ratios(engine, "fp32", "fp32_linear")
-    packed = None
-    if args.compare_packed and "bf16" in dtypes:  # the default bf16 engine against one calling F.linear
-        unpacked = {"pack_weights": False, "cpu_kernels": "torch"}
-        engine["bf16_unpacked"] = engine_section(model_dir, "bf16", hw, params, arch, args, unpacked)
-        packed = _decode_ratios(engine, "bf16", "bf16_unpacked")
-    torch_ops = None
-    if args.compare_kernels and "bf16" in dtypes:  # the default bf16 engine against torch ops (oneDNN packed)
-        engine["bf16_torch_ops"] = engine_section(model_dir, "bf16", hw, params, arch, args, {"cpu_kernels": "torch"})
-        torch_ops = _decode_ratios(engine, "bf16", "bf16_torch_ops")
+    ratios = _side_by_side(model_dir, engine, hw, params, arch, args, dtypes)
     trainer: dict[str, Any] = {}
     for name in [] if args.skip_trainer else dtypes:
         trainer.update(trainer_section(model_dir, name, hw, params, args))
@@ -284,6 +275,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "openmp": wait_policy(os.environ),
             "processor": platform.processor() or platform.machine(),
             "torch": torch.__version__,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # ATEN_CPU_CAPABILITY caps it
         },
         "model": {"path": str(model_dir), "params": params, "hidden": hidden, "intermediate": inter},
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
@@ -291,20 +283,38 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "engine": engine,
         "trainer": trainer,
         "skipped": {name: hw["bf16_skip_reason"] for name in DTYPES if name not in dtypes},
-        "bf16_over_fp32": _bf16_ratios(engine, trainer, args.batches) if "bf16" in dtypes and trainer else None,
+        "bf16_over_fp32": bf16_ratios(engine, trainer, args.batches) if "bf16" in dtypes and trainer else None,
+        **ratios,
+    }
+
+
+def _side_by_side(
+    model_dir: str, engine: dict[str, Any], hw: Any, params: Any, arch: Any, args: Any, dtypes: list[str]
+) -> dict[str, Any]:
+    """The ``--compare-*`` engine forms, each run into ``engine`` beside the default, and their speed-ups."""
+    weight_left = native_loop = None
+    if args.compare_native_loop:  # the default engine (C++ decode loop where it runs) against the Python loop
+        python_loop = {"native_kernels": "off"}
+        engine["fp32_python_loop"] = engine_section(model_dir, "fp32", hw, params, arch, args, python_loop)
+        native_loop = decode_ratios(engine, "fp32", "fp32_python_loop")
+    if args.compare_weight_left:  # the default engine against one multiplying x @ W.T at every row count
+        engine["fp32_linear"] = engine_section(model_dir, "fp32", hw, params, arch, args, {"weight_left_rows": 0})
+        weight_left = decode_ratios(engine, "fp32", "fp32_linear")
+    packed = None
+    if args.compare_packed and "bf16" in dtypes:  # the default bf16 engine against one calling F.linear
+        unpacked = {"pack_weights": False, "cpu_kernels": "torch"}
+        engine["bf16_unpacked"] = engine_section(model_dir, "bf16", hw, params, arch, args, unpacked)
+        packed = decode_ratios(engine, "bf16", "bf16_unpacked")
+    torch_ops = None
+    if args.compare_kernels and "bf16" in dtypes:  # the default bf16 engine against torch ops (oneDNN packed)
+        engine["bf16_torch_ops"] = engine_section(model_dir, "bf16", hw, params, arch, args, {"cpu_kernels": "torch"})
+        torch_ops = decode_ratios(engine, "bf16", "bf16_torch_ops")
+    return {
         "fp32_default_over_linear": weight_left,
+        "fp32_default_over_python_loop": native_loop,
         "bf16_default_over_unpacked": packed,
         "bf16_default_over_torch_ops": torch_ops,
     }
-
-
-def _decode_ratios(engine: dict[str, Any], name: str, baseline: str) -> dict[str, float]:
-    """Decode tokens/s of engine ``name`` over ``baseline`` at each batch, and prefill's."""
-    ratios = {
-        key: engine[name]["decode"][key]["tok_s"] / cell["tok_s"] for key, cell in engine[baseline]["decode"].items()
-    }
-    ratios["prefill"] = engine[name]["prefill"]["tok_s"] / engine[baseline]["prefill"]["tok_s"]
-    return ratios
 
 
 def _dtypes_worth_running(hw: dict[str, Any], args: argparse.Namespace) -> list[str]:
@@ -317,17 +327,6 @@ def _dtypes_worth_running(hw: dict[str, Any], args: argparse.Namespace) -> list[
     hw["bf16_skip_reason"] = why if slow else "--bf16 never"
     run_bf16 = args.bf16 == "always" or (args.bf16 == "auto" and not slow)
     return ["fp32", "bf16"] if run_bf16 else ["fp32"]
-
-
-def _bf16_ratios(engine: dict[str, Any], trainer: dict[str, Any], batches: list[int]) -> dict[str, float]:
-    out = {
-        f"decode_b{b}": engine["bf16"]["decode"][f"b{b}"]["tok_s"] / engine["fp32"]["decode"][f"b{b}"]["tok_s"]
-        for b in batches
-    }
-    out["prefill"] = engine["bf16"]["prefill"]["tok_s"] / engine["fp32"]["prefill"]["tok_s"]
-    for c in ("nockpt", "ckpt"):
-        out[f"train_{c}"] = trainer[f"bf16_{c}"]["tok_s"] / trainer[f"fp32_{c}"]["tok_s"]
-    return out
 
 
 def _tiny_model(args: argparse.Namespace) -> str:
@@ -355,21 +354,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", type=int, nargs="*", default=[], help="Profile decode at these batches.")
     parser.add_argument("--profile-dtype", choices=tuple(DTYPES), default="fp32", help="The profiled engine's dtype.")
     parser.add_argument("--skip-trainer", action="store_true", help="Engine and machine numbers only.")
-    parser.add_argument(
-        "--compare-weight-left",
-        action="store_true",
-        help="Also run the fp32 engine with engine.weight_left_rows=0 and report the default's decode speed-up.",
-    )
-    parser.add_argument(
-        "--compare-packed",
-        action="store_true",
-        help="Also run the bf16 engine on torch ops with engine.pack_weights=false; report the default's speed-up.",
-    )
-    parser.add_argument(
-        "--compare-kernels",
-        action="store_true",
-        help="Also run the bf16 engine with engine.cpu_kernels=torch (the default: SGLang's kernels where they load).",
-    )
+    parser.add_argument("--compare-weight-left", action="store_true", help="Also run fp32 with weight_left_rows=0.")
+    parser.add_argument("--compare-native-loop", action="store_true", help="Also run fp32 with native_kernels=off.")
+    parser.add_argument("--kinds", nargs="+", choices=tuple(KIND_ENV), help="Run once per kind (roofline_kinds.py).")
+    parser.add_argument("--rounds", type=int, default=1, help="With --kinds: rounds, kinds alternating.")
+    parser.add_argument("--compare-packed", action="store_true", help="Also run bf16 on torch ops, pack_weights off.")
+    parser.add_argument("--compare-kernels", action="store_true", help="Also run bf16 with cpu_kernels=torch.")
     parser.add_argument("--repeats", type=int, default=None, help="Timed repeats (best of; default 3, --quick 1).")
     parser.add_argument("--new-tokens", type=int, default=None, help="Decoded tokens per request (default 64).")
     parser.add_argument("--train-shape", type=int, nargs=2, default=None, help="Trainer batch and sequence length.")
@@ -389,7 +379,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Run, print the JSON, and write it to ``--out`` when given."""
     args = parse_args(argv)
-    report = run(args)
+    report = run_kinds(sys.argv[1:] if argv is None else argv, args.kinds, args.rounds) if args.kinds else run(args)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

@@ -2,8 +2,8 @@
 """Decode steps on SGLang's CPU kernels with small calls run alone against every call on the OpenMP team, as JSON.
 
 Where OpenMP's team sleeps between regions (``OMP_WAIT_POLICY=PASSIVE``) the embedded engine runs norms, SiLU-and-mul,
-rotary and decode attention over a few rows on the calling thread alone (``agentrl/engines/embedded/omp_team.py``,
-thresholds in ``sglang_kernels.py``): a region's wake-up costs more than such a call's work. Under the ``agentrl``
+rotary and decode attention over a few rows on the calling thread alone (``agentrl/engines/embedded/cpu/omp_team.py``,
+thresholds in ``cpu/sglang.py``): a region's wake-up costs more than such a call's work. Under the ``agentrl``
 command's short spin it does not; this bench runs them alone under either policy, to show which pays. Both forms
 run the same bare decode steps (``ModelRunner.decode`` and sampling, the same prompts and draws) in one process,
 alternating, so a machine whose wake-up cost wanders still compares them fairly; ``before_over_after`` is the
@@ -29,8 +29,8 @@ os.environ.update(short_spin_unless_chosen(os.environ))  # the agentrl command's
 
 import torch
 
-import agentrl.engines.embedded.sglang_kernels as sglang_kernels
-from agentrl.engines.embedded.omp_team import OmpTeam
+import agentrl.engines.embedded.cpu.sglang as sglang_kernels
+from agentrl.engines.embedded.cpu.omp_team import OmpTeam
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.sampling import RowSampling, SamplingPlan, sample_tokens
 

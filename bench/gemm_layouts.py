@@ -28,10 +28,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from agentrl.engines.embedded import native_kernels
+from agentrl.engines.embedded.cpu import native as native_kernels
+from agentrl.engines.embedded.cpu.packed_weights import linear_packed, packing_problem
+from agentrl.engines.embedded.cpu.sglang import SglangCpuKernels, kernels_problem, shapes_problem
 from agentrl.engines.embedded.lean_forward import project_rows
-from agentrl.engines.embedded.packed_weights import linear_packed, packing_problem
-from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem, shapes_problem
 
 FORMS = ("linear", "in_out", "weight_left")
 

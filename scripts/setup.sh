@@ -62,7 +62,10 @@ if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.fi
 fi
 echo "[setup] python environment ready: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
 # agentrl's own CPU kernels (engine.native_kernels) are compiled here once, not in the first run's first step
-.venv/bin/python -c "import torch; from agentrl.engines.embedded.sglang_kernels import kernels_problem as p
-from agentrl.engines.embedded.native_kernels import native_problem as own
+.venv/bin/python -c "import torch; from agentrl.engines.embedded.cpu.sglang import kernels_problem as p
+from agentrl.engines.embedded.cpu.native import native_problem as own
 why = p(torch.bfloat16, torch.device('cpu')); print('[setup] bf16 engine kernels:', 'SGLang CPU kernels' if why is None else f'torch ops ({why})')
 mine = own() if why is None else 'SGLang CPU kernels not used'; print('[setup] agentrl CPU kernels:', 'built' if mine is None else f'not used ({mine})')"
+# the portable float32 decode loop (any x86-64 CPU with AVX2/FMA, or aarch64) is compiled here once too
+.venv/bin/python -c "import torch; from agentrl.engines.embedded.cpu.portable import portable_problem as p
+why = p(torch.device('cpu')); print('[setup] fp32 decode loop:', 'C++ (built)' if why is None else f'Python ({why})')"

@@ -68,3 +68,21 @@ def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_pa
         assert all(cell[f"{f}_over_linear"] > 0 for f in forms[1:])
         assert max(forms, key=lambda f: cell[f"step_{f}_gflop_s"]) == cell["best_form"]
     assert "packed" not in forms_for(torch.float32)
+
+
+def test_roofline_kinds_run_each_kind_in_its_own_process_side_by_side(tmp_path: Path) -> None:
+    from roofline_kinds import KIND_ENV, _strip_kinds
+
+    argv = ["--quick", "--kinds", "native", "avx2", "--rounds", "1", "--out", "x.json", "--batches", "1"]
+    assert _strip_kinds(argv) == ["--quick", "--batches", "1"]
+    out = tmp_path / "kinds.json"
+    cmd = [sys.executable, str(ROOT / "bench" / "bench_roofline.py"), "--quick", "--threads", "1", "--bf16", "never"]
+    cmd += ["--batches", "1", "--skip-trainer", "--compare-native-loop", "--kinds", "native", "avx2", "--out", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)
+    report = json.loads(out.read_text())
+    assert set(report["headline"]) == {"native", "avx2"} and report["env"] == KIND_ENV
+    for kind in ("native", "avx2"):
+        assert set(report["headline"][kind]) == {"decode_b1", "prefill"}
+        assert all(v > 0 for v in report["headline"][kind].values())
+        assert set(report["kinds"][kind]["fp32_default_over_python_loop"]) == {"b1", "prefill"}
+    assert set(report["avx2_over_native"]) == {"decode_b1", "prefill"}

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from agentrl.engines.embedded.sglang_kernels import REQUIRED_CPU_FLAGS, kernels_problem
+from agentrl.engines.embedded.cpu.sglang import REQUIRED_CPU_FLAGS, kernels_problem
 from agentrl.util.cpu_flags import cpu_flags
 
 KERNELS_PROBLEM = kernels_problem(torch.bfloat16, torch.device("cpu"))
@@ -27,8 +27,8 @@ def require_sglang_cpu_kernels() -> None:
 def require_native_kernels() -> None:
     """Return where agentrl's own CPU kernels run; otherwise skip, or fail under CI=true on a CPU that fits them
     (there a missing compiler or a failed build is a setup defect)."""
-    from agentrl.engines.embedded.native_kernels import REQUIRED_CPU_FLAGS as NEEDED
-    from agentrl.engines.embedded.native_kernels import native_problem
+    from agentrl.engines.embedded.cpu.native import REQUIRED_CPU_FLAGS as NEEDED
+    from agentrl.engines.embedded.cpu.native import native_problem
 
     problem = native_problem()
     if problem is None:

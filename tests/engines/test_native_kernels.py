@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentrl.engines.embedded import native_kernels
-from agentrl.engines.embedded.native_kernels import decode_attention, reference_attention
+from agentrl.engines.embedded.cpu import build
+from agentrl.engines.embedded.cpu import native as native_kernels
+from agentrl.engines.embedded.cpu.native import decode_attention, reference_attention
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.weights import copy_state_dict
 from tests.engines.kernels_here import require_native_kernels, require_sglang_cpu_kernels
@@ -91,18 +92,19 @@ def test_bad_input_is_named() -> None:
 
 def test_the_build_is_cached_and_a_failing_compiler_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTRL_KERNEL_CACHE", str(tmp_path))
-    compiler = native_kernels._compiler()
+    compiler = build.compiler()
     assert compiler is not None
-    built = native_kernels._build(compiler)
+    library = native_kernels.LIBRARY
+    built = build.build(library, compiler)
     assert built.parent == tmp_path and built.stat().st_size > 0
     stamp = built.stat().st_mtime_ns
-    assert native_kernels._build(compiler) == built and built.stat().st_mtime_ns == stamp  # not built again
+    assert build.build(library, compiler) == built and built.stat().st_mtime_ns == stamp  # not built again
     assert [p.name for p in tmp_path.iterdir()] == [built.name]  # no scratch left behind
-    problem = native_kernels.build_and_load("/bin/false")
+    problem = build.build_and_load(library, "/bin/false")
     assert problem is not None and "/bin/false failed" in problem
     monkeypatch.setenv("CXX", "no-such-compiler")
-    assert native_kernels._compiler() is None
-    assert "no C++ compiler (no-such-compiler)" in (native_kernels.build_and_load(None) or "")
+    assert build.compiler() is None
+    assert "no C++ compiler (no-such-compiler)" in (build.build_and_load(library, None) or "")
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
@@ -117,8 +119,9 @@ def test_the_cpp_layer_loop_gives_the_python_loops_logits_bit_for_bit(kind: str)
         runner = ModelRunner(copy.deepcopy(model), max_seq_len=256, native_kernels="on")
         assert runner.lean.native_loop
         runner.lean.native_loop = native_loop
-        calls = runner.lean._native_layers
-        runner.lean._native_layers = lambda *a, calls=calls, flag=native_loop: loops.append(flag) or calls(*a)
+        loop = runner.lean.decode_loop
+        calls = loop.run
+        loop.run = lambda *a, calls=calls, flag=native_loop: loops.append(flag) or calls(*a)
         runners[native_loop] = runner
     in_cpp, in_python = _forced(runners[True]), _forced(runners[False])
     assert loops.count(True) >= 8 and False not in loops  # every decode-only step went through C++

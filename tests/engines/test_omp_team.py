@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from agentrl.engines.embedded.omp_team import OmpTeam
+from agentrl.engines.embedded.cpu.omp_team import OmpTeam
 
 TEAM = OmpTeam(sleeps=True)
 

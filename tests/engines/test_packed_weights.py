@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from agentrl.engines.embedded.packed_weights import packing_problem
+from agentrl.engines.embedded.cpu.packed_weights import packing_problem
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineConfigError

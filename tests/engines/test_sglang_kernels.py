@@ -20,12 +20,12 @@ import torch
 from pydantic import ValidationError
 
 from agentrl.engines.embedded.config import EmbeddedEngineConfig
-from agentrl.engines.embedded.omp_team import OmpTeam
-from agentrl.engines.embedded.runner import ModelRunner
-from agentrl.engines.embedded.sglang_kernels import (
+from agentrl.engines.embedded.cpu.omp_team import OmpTeam
+from agentrl.engines.embedded.cpu.sglang import (
     decode_token_table,
     token_pool,
 )
+from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineConfigError
 from tests.engines.kernels_here import require_sglang_cpu_kernels
@@ -173,8 +173,8 @@ def test_small_kernel_calls_run_alone_and_change_no_number(monkeypatch: pytest.M
     """Where the team sleeps between regions, norms, SiLU-and-mul and decode attention over a few rows run on the
     calling thread alone (no team to wake), the matmuls on the whole team; with every call on the whole team the
     logits are the same, bit for bit. Where it spins, every call keeps the team."""
-    import agentrl.engines.embedded.sglang_kernels as sglang_kernels
-    from agentrl.engines.embedded import native_kernels
+    import agentrl.engines.embedded.cpu.sglang as sglang_kernels
+    from agentrl.engines.embedded.cpu import native as native_kernels
 
     team = torch.get_num_threads()
     if team < 2:

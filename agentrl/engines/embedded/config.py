@@ -22,9 +22,9 @@ _GIB = 1024**3
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-# where the lean forward's bf16 CPU operations come from (``agentrl/engines/embedded/sglang_kernels.py``)
-CpuKernels = Literal["auto", "torch", "sglang"]
-NativeKernels = Literal["auto", "on", "off"]
+# where the lean forward's CPU operations come from (``agentrl/engines/embedded/cpu/select.py``)
+CpuKernelsSetting = Literal["auto", "torch", "sglang"]
+NativeKernelsSetting = Literal["auto", "on", "off"]
 
 
 class EmbeddedEngineConfig(EngineConfig):
@@ -66,21 +66,21 @@ class EmbeddedEngineConfig(EngineConfig):
         "faster per matmul on the CPU measured, for one more copy of the weights in memory. None: on where a probe "
         "shows it works (bf16 on CPU with oneDNN); true: required (an error names why it cannot); false: off.",
     )
-    cpu_kernels: CpuKernels = Field(
+    cpu_kernels: CpuKernelsSetting = Field(
         "auto",
         description="bf16 on CPU: run the lean forward on SGLang's own CPU kernels (the sglang-kernel-cpu wheel: a "
         "VNNI-packed matmul, fused residual-add + RMSNorm, SiLU-and-mul, decode attention over the slot cache). "
         "auto: where the wheel is installed, the CPU has AVX512-BF16 and a probe matches torch; sglang: required "
         "(an error names why it cannot run); torch: never (then pack_weights applies).",
     )
-    native_kernels: NativeKernels = Field(
+    native_kernels: NativeKernelsSetting = Field(
         "auto",
         description="Where the lean forward runs on SGLang's CPU kernels: agentrl's own CPU kernels too "
-        "(agentrl/engines/embedded/csrc, built with the C++ compiler by scripts/setup.sh or on first use): a matmul "
-        "whose weight stream overlaps its arithmetic, a decode attention, and decode steps' layer loop in C++ (the "
-        "Python loop's logits, bit for bit); decode steps 1.3-1.7x faster than on SGLang's alone on the CPU "
-        "measured. auto: where they build and a probe matches torch; on: required (an error names why they cannot "
-        "run); off: SGLang's matmul and attention and the Python loop.",
+        "(agentrl/engines/embedded/cpu/csrc, built with the C++ compiler by scripts/setup.sh or on first use): a "
+        "matmul whose weight stream overlaps its arithmetic, a decode attention, and decode steps' layer loop in "
+        "C++ (the Python loop's logits, bit for bit); decode steps 1.3-1.7x faster than on SGLang's alone on the "
+        "CPU measured. auto: where they build and a probe matches torch; on: required (an error names why they "
+        "cannot run); off: SGLang's matmul and attention and the Python loop.",
     )
 
     share_trainer_weights: bool = Field(
@@ -190,7 +190,7 @@ class EmbeddedEngineConfig(EngineConfig):
             return ", on torch ops (engine.cpu_kernels torch)"
         import torch
 
-        from agentrl.engines.embedded.sglang_kernels import kernels_problem
+        from agentrl.engines.embedded.cpu.sglang import kernels_problem
 
         problem = kernels_problem(torch.bfloat16, torch.device("cpu"))
         if problem is None:

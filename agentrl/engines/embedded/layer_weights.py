@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from agentrl.engines.embedded.packed_weights import PackedWeight
+from agentrl.engines.embedded.cpu.packed_weights import PackedWeight
 
 
 class LayerWeights:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from agentrl.engines.embedded.cpu.kernels import CpuKernels, TorchOps
+from agentrl.engines.embedded.cpu.packed_weights import PackedWeight, linear_packed
+from agentrl.engines.embedded.cpu.sglang import DecodeTable, decode_token_table
 from agentrl.engines.embedded.kv_cache import SlotKVCache, StepLayout
 from agentrl.engines.embedded.layer_weights import LayerWeights, hf_rms_norm
-from agentrl.engines.embedded.packed_weights import PackedWeight, linear_packed, pack_onednn
-from agentrl.engines.embedded.sglang_kernels import DecodeTable, SglangCpuKernels, decode_token_table
 from agentrl.errors import EngineError
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
@@ -83,8 +84,10 @@ class LeanForward:
     """Mixed prefill/decode steps for a supported HF model over a ``SlotKVCache`` (``step``).
 
     Tokens run flat (``[tokens, hidden]``): at small batch every op's dispatch cost is what a step costs. With
-    torch ops the residual adds are fused into the output matmuls (~20 ops a layer); with SGLang's CPU kernels
-    (``kernels``, bf16 on CPU) each residual add is fused into the next RMSNorm and a layer is ~12 ops.
+    torch ops (the reference loop) the residual adds are fused into the output matmuls (~20 ops a layer); with SGLang's
+    CPU kernels (``kernels``, bf16 on CPU) each residual add is fused into the next RMSNorm and a layer is ~12 ops.
+    The CPU acceleration comes through one interface (``cpu.kernels.CpuKernels``): a weight packing, fused ops, and a
+    native loop for decode-only steps (``decode_loop``) that makes the Python loop's calls in its order.
     """
 
     def __init__(
@@ -93,8 +96,7 @@ class LeanForward:
         *,
         max_seq_len: int,
         weight_left_rows: int = 0,
-        pack_weights: bool = False,
-        kernels: SglangCpuKernels | None = None,
+        kernels: CpuKernels | None = None,
     ) -> None:
         reason = lean_support(model)
         if reason is not None:
@@ -102,10 +104,10 @@ class LeanForward:
         self.model = model
         # steps of at most this many token rows multiply weight-left (``project_rows``)
         self.weight_left_rows = weight_left_rows
-        # bf16 on CPU: SGLang's kernels (sglang_kernels.py), else projections through oneDNN's packed copies
-        # (packed_weights.py); the caller checked support
-        self.kernels = kernels
-        self.pack_weights = pack_weights and kernels is None
+        # the CPU acceleration (cpu/kernels.py; the caller's ``select`` checked it runs here): torch ops by default
+        self.cpu = kernels if kernels is not None else TorchOps()
+        self.kernels = self.cpu.fused  # fused bf16 ops for the Python loop (None: torch ops)
+        self.pack_weights = isinstance(self.cpu, TorchOps) and self.cpu.pack is not None
         attn = model.model.layers[0].self_attn
         self.head_dim = int(attn.head_dim)
         self.heads = int(model.config.num_attention_heads)
@@ -113,30 +115,29 @@ class LeanForward:
         self.groups = self.heads // self.kv_heads
         self.scaling = float(attn.scaling)
         self.qk_norm = hasattr(attn, "q_norm")
-        self._cos, self._sin_signed = self._rope_tables(max_seq_len)
+        self.rope_cos, self.rope_sin_signed = self._rope_tables(max_seq_len)
         # SGLang's rotary kernel reads [positions, cos half | sin half] (neox style, as HF's rotate_half)
         half = self.head_dim // 2
-        self._cos_sin = torch.cat((self._cos[:, :half], self._sin_signed[:, half:]), dim=-1)
-        pack = kernels.pack if kernels is not None else (pack_onednn if self.pack_weights else None)
-        self._layers = [LayerWeights(layer, self.heads, self.kv_heads, pack) for layer in model.model.layers]
+        self.cos_sin = torch.cat((self.rope_cos[:, :half], self.rope_sin_signed[:, half:]), dim=-1)
+        pack = self.cpu.pack
+        self.layers = [LayerWeights(layer, self.heads, self.kv_heads, pack) for layer in model.model.layers]
         self._capture_model_tensors()
-        self._head_packed = (
-            PackedWeight(lambda: self._head_weight, lambda: (self.model.lm_head.weight,), pack) if pack else None
+        self.head_packed = (
+            PackedWeight(lambda: self.head_weight, lambda: (self.model.lm_head.weight,), pack) if pack else None
         )
-        # decode-only steps run their layer loop in C++ (native_kernels.py) where agentrl's kernels run: the same
-        # calls, bit for bit, without Python between them (it takes one epsilon for the layer norms, one for q/k's)
-        epsilons = {self._final_eps, *(eps for lw in self._layers for eps in (lw.in_eps, lw.post_eps))}
-        qk_epsilons = {eps for lw in self._layers for eps in (lw.qk_norms or ())[2:]}
-        self.native_loop = bool(kernels is not None and kernels.native)
-        self.native_loop = self.native_loop and len(epsilons) == 1 and len(qk_epsilons) <= 1
-        self._qk_eps = next(iter(qk_epsilons), 0.0)
-        self._loop_weights: tuple[list[torch.Tensor | None], ...] | None = None  # rebuilt after refresh / drop_packed
+        # decode-only steps run their layer loop natively where the kernel set has one that takes this model: the
+        # same calls as the Python loop, bit for bit, without Python between them
+        qk_epsilons = sorted({eps for lw in self.layers for eps in (lw.qk_norms or ())[2:]})
+        self.qk_eps = qk_epsilons[0] if qk_epsilons else 0.0
+        loop = self.cpu.decode_loop
+        self.decode_loop = loop if loop is not None and loop.problem(self) is None else None
+        self.native_loop = self.decode_loop is not None  # False: decode steps run the Python loop (tests, profiles)
 
     def _capture_model_tensors(self) -> None:
         inner = self.model.model
         self._embed = inner.embed_tokens.weight
-        self._final_norm, self._final_eps = inner.norm.weight, float(inner.norm.variance_epsilon)
-        self._head_weight, self._head_bias = self.model.lm_head.weight, self.model.lm_head.bias
+        self.final_norm, self.final_eps = inner.norm.weight, float(inner.norm.variance_epsilon)
+        self.head_weight, self.head_bias = self.model.lm_head.weight, self.model.lm_head.bias
 
     def refresh(self) -> None:
         """Follow parameters that were re-pointed (``model.to``, ``load_state_dict(assign=True)``).
@@ -145,22 +146,24 @@ class LeanForward:
         the model's own parameter. ``step`` calls this when rows join, not on every decode step; packed copies
         of changed parameters are dropped here too (the engine drops them all at every weight update).
         """
-        for layer in self._layers:
+        for layer in self.layers:
             layer.refresh()
         self._capture_model_tensors()
         for packed in self._packed_weights():
             packed.validate()
-        self._loop_weights = None
+        if self.decode_loop is not None:
+            self.decode_loop.forget()
 
     def drop_packed(self) -> None:
         """Free the packed weight copies (a weight update or a memory release); the next step packs again."""
         for packed in self._packed_weights():
             packed.drop()
-        self._loop_weights = None
+        if self.decode_loop is not None:
+            self.decode_loop.forget()
 
     def _packed_weights(self) -> list[PackedWeight]:
-        layers = [p for layer in self._layers for p in layer.packed]
-        return layers + ([self._head_packed] if self._head_packed is not None else [])
+        layers = [p for layer in self.layers for p in layer.packed]
+        return layers + ([self.head_packed] if self.head_packed is not None else [])
 
     @torch.no_grad()
     def _rope_tables(self, max_seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -186,14 +189,16 @@ class LeanForward:
             self.refresh()  # rows join rarely: the cheap moment to follow re-pointed parameters
         t, dim = ids.shape[0], self.head_dim
         x_td = F.embedding(ids, self._embed)
+        if self.native_loop and not layout.new_rows and all(keys is not None for keys in cache.keys):
+            return self.decode_loop.run(self, x_td, layout, cache)
         if self.kernels is not None:
             return self._kernel_layers(x_td, layout, cache)
         rope = (
-            self._cos.index_select(0, layout.positions).view(t, 1, dim),
-            self._sin_signed.index_select(0, layout.positions).view(t, 1, dim),
+            self.rope_cos.index_select(0, layout.positions).view(t, 1, dim),
+            self.rope_sin_signed.index_select(0, layout.positions).view(t, 1, dim),
         )
         left = t <= self.weight_left_rows
-        for i, lw in enumerate(self._layers):
+        for i, lw in enumerate(self.layers):
             h_td = hf_rms_norm(x_td, lw.in_norm, lw.in_eps)
             qk_thd, v_thd = self._split_heads(lw, _project(h_td, lw.qkv_weight, lw.qkv_bias, lw.qkv_packed, left=left))
             qk_thd = self._rotate(qk_thd, rope)
@@ -204,52 +209,30 @@ class LeanForward:
             gate, up = gate_up.split(lw.intermediate, dim=-1)
             x_td = _project(lw.act(gate) * up, lw.down_weight, lw.down_bias, lw.down_packed, x_td, left=left)
         last_nd = x_td if not layout.new_rows else x_td.index_select(0, layout.logit_index)
-        head_in = hf_rms_norm(last_nd, self._final_norm, self._final_eps)
+        head_in = hf_rms_norm(last_nd, self.final_norm, self.final_eps)
         left = last_nd.shape[0] <= self.weight_left_rows
-        return _project(head_in, self._head_weight, self._head_bias, self._head_packed, left=left)
+        return _project(head_in, self.head_weight, self.head_bias, self.head_packed, left=left)
 
     def _kernel_layers(self, x_td: torch.Tensor, layout: StepLayout, cache: SlotKVCache) -> torch.Tensor:
         """The step's layers and head on SGLang's kernels: ``x_td`` holds the residual stream, updated in place by
         each fused residual-add + RMSNorm, whose normalised output feeds the next projection."""
-        if self.native_loop and not layout.new_rows and all(keys is not None for keys in cache.keys):
-            return self._native_layers(x_td, layout, cache)
         kernels = self.kernels
         table = self._decode_table(layout, cache)
-        layers = self._layers
+        layers = self.layers
         h_td = kernels.rms_norm(x_td, layers[0].in_norm, layers[0].in_eps)
         for i, lw in enumerate(layers):
             qk_thd, v_thd = self._split_heads(lw, kernels.linear(h_td, lw.qkv_packed.get(), lw.qkv_bias))
-            q_thd, k_thd = kernels.rotate(layout.positions, qk_thd, self.heads, self._cos_sin)
+            q_thd, k_thd = kernels.rotate(layout.positions, qk_thd, self.heads, self.cos_sin)
             out_td = self._attention(i, q_thd, k_thd, v_thd, layout, cache, table)
             h_td = kernels.linear(out_td, lw.o_packed.get(), lw.o_bias)
             kernels.add_rms_norm(h_td, x_td, lw.post_norm, lw.post_eps)
             gate_up = kernels.linear(h_td, lw.gate_up_packed.get(), lw.gate_up_bias)
             h_td = kernels.linear(kernels.silu_and_mul(gate_up), lw.down_packed.get(), lw.down_bias)
             last = i + 1 == len(layers)
-            norm, eps = (self._final_norm, self._final_eps) if last else (layers[i + 1].in_norm, layers[i + 1].in_eps)
+            norm, eps = (self.final_norm, self.final_eps) if last else (layers[i + 1].in_norm, layers[i + 1].in_eps)
             kernels.add_rms_norm(h_td, x_td, norm, eps)
         head_in = h_td if not layout.new_rows else h_td.index_select(0, layout.logit_index)
-        return kernels.linear(head_in, self._head_packed.get(), self._head_bias)
-
-    def _native_layers(self, x_td: torch.Tensor, layout: StepLayout, cache: SlotKVCache) -> torch.Tensor:
-        """``_kernel_layers`` for a decode-only step, its loop in C++ (``csrc/decode_layers.cpp``): the same calls."""
-        if self._loop_weights is None:
-            layers = self._layers
-            self._loop_weights = (
-                [lw.in_norm for lw in layers], [lw.post_norm for lw in layers],
-                [lw.qkv_packed.get() for lw in layers], [lw.qkv_bias for lw in layers],
-                [lw.o_packed.get() for lw in layers], [lw.o_bias for lw in layers],
-                [lw.gate_up_packed.get() for lw in layers], [lw.gate_up_bias for lw in layers],
-                [lw.down_packed.get() for lw in layers], [lw.down_bias for lw in layers],
-                [lw.qk_norms[0] for lw in layers] if self.qk_norm else [],
-                [lw.qk_norms[1] for lw in layers] if self.qk_norm else [],
-            )  # fmt: skip
-        write_col = cache.end - 1 + layout.advance
-        return torch.ops.agentrl.decode_layers(
-            x_td, layout.positions, layout.positions + 1, write_col, self.scaling, self._cos_sin, self.heads,
-            self.kv_heads, self._final_eps, *self._loop_weights, self._qk_eps, cache.keys, cache.values,
-            self._final_norm, self._head_packed.get(), self._head_bias,
-        )  # fmt: skip
+        return kernels.linear(head_in, self.head_packed.get(), self.head_bias)
 
     def _decode_table(self, layout: StepLayout, cache: SlotKVCache) -> DecodeTable | None:
         """The kernel decode attention's token table and lengths for this step (None without decode rows).

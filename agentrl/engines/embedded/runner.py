@@ -12,7 +12,8 @@ import inspect
 
 import torch
 
-from agentrl.engines.embedded.config import CpuKernels, NativeKernels
+from agentrl.engines.embedded.config import CpuKernelsSetting, NativeKernelsSetting
+from agentrl.engines.embedded.cpu.select import KernelSettings, ModelShape, select
 from agentrl.engines.embedded.kv_cache import PrefixKV, SlotKVCache
 from agentrl.engines.embedded.lean_forward import (
     LeanForward,
@@ -20,10 +21,6 @@ from agentrl.engines.embedded.lean_forward import (
     lean_support,
     projection_shapes,
 )
-from agentrl.engines.embedded.native_kernels import HEAD_DIMS, native_problem, shape_problem
-from agentrl.engines.embedded.packed_weights import packing_problem
-from agentrl.engines.embedded.sglang_kernels import SglangCpuKernels, kernels_problem, shapes_problem
-from agentrl.errors import EngineConfigError
 
 
 class ModelRunner:
@@ -31,10 +28,11 @@ class ModelRunner:
 
     Llama / Qwen2 / Qwen3 models run through ``LeanForward`` (same logits, far less Python per step);
     anything else, or ``lean=False``, runs the model's own HF forward. ``lean_reason`` says why not.
-    ``cpu_kernels``: the lean forward runs on SGLang's CPU kernels where they load (auto), always (sglang: an
-    error names why they cannot) or never (torch); ``kernels_problem`` says why they are not used. ``native_kernels``:
-    on those kernels, agentrl's own too (native_kernels.py: its matmul and decode attention, and decode steps' layer
-    loop in C++) where they build (auto), always (on) or never (off); ``native_problem`` says why they are not used.
+    The lean forward's CPU acceleration is one ``CpuKernels`` set (``cpu/select.py``, ``kernels``).
+    ``cpu_kernels``: bf16 runs on SGLang's CPU kernels where they load (auto), always (sglang: an error names why
+    they cannot) or never (torch); ``kernels_problem`` says why they are not used. ``native_kernels``: agentrl's own
+    kernels too (``cpu/native.py``: bf16 matmul, decode attention and decode steps' layer loop in C++) where they
+    build (auto), always (on) or never (off); ``native_problem`` says why they are not used.
     """
 
     def __init__(
@@ -46,8 +44,8 @@ class ModelRunner:
         max_rows: int | None = None,
         weight_left_rows: int | None = None,
         pack_weights: bool | None = None,
-        cpu_kernels: CpuKernels = "auto",
-        native_kernels: NativeKernels = "auto",
+        cpu_kernels: CpuKernelsSetting = "auto",
+        native_kernels: NativeKernelsSetting = "auto",
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -61,60 +59,25 @@ class ModelRunner:
         self.lean_reason = lean_support(model) if lean else "disabled (lean=False)"
         if weight_left_rows is None:
             weight_left_rows = default_weight_left_rows(self.dtype, self.device)
-        self.pack_problem = packing_problem(self.dtype, self.device)
-        if pack_weights and self.pack_problem is not None:
-            raise EngineConfigError(
-                f"pack_weights is on but {self.pack_problem}; set engine.pack_weights to null (auto) or false"
-            )
-        self.kernels_problem = self._kernels_problem(cpu_kernels)
-        if cpu_kernels == "sglang" and self.kernels_problem is not None:
-            raise EngineConfigError(
-                f"engine.cpu_kernels is sglang but {self.kernels_problem}; set engine.cpu_kernels to auto or torch"
-            )
-        self.native_problem = self._native_problem(native_kernels)
-        if native_kernels == "on" and self.native_problem is not None:
-            raise EngineConfigError(
-                f"engine.native_kernels is on but {self.native_problem}; set engine.native_kernels to auto or off"
-            )
-        kernels = None
-        if self.kernels_problem is None:
-            kernels = SglangCpuKernels(native=self.native_problem is None)
+        shape = ModelShape(
+            self.dtype,
+            self.device,
+            int(model.model.layers[0].self_attn.head_dim) if self.lean_reason is None else 0,
+            frozenset(projection_shapes(model)) if self.lean_reason is None else frozenset(),
+            self.lean_reason,
+        )
+        self.kernels = select(shape, KernelSettings(cpu_kernels, native_kernels, pack_weights))
+        self.pack_problem = self.kernels.problems["pack"]
+        self.kernels_problem = self.kernels.problems["sglang"]
+        self.native_problem = self.kernels.problems["native"]
         self.lean = (
-            LeanForward(
-                model,
-                max_seq_len=max_seq_len,
-                weight_left_rows=weight_left_rows,
-                pack_weights=self.pack_problem is None if pack_weights is None else pack_weights,
-                kernels=kernels,
-            )
+            LeanForward(model, max_seq_len=max_seq_len, weight_left_rows=weight_left_rows, kernels=self.kernels)
             if self.lean_reason is None
             else None
         )
         # torch threads for the next steps, settable from any thread; None keeps the engine thread's own. The
         # setting is per thread once a thread has used torch, so it is applied here, in the engine's thread.
         self.threads: int | None = None
-
-    def _kernels_problem(self, cpu_kernels: CpuKernels) -> str | None:
-        """Why the lean forward does not run on SGLang's CPU kernels (None: it does)."""
-        if cpu_kernels == "torch":
-            return "engine.cpu_kernels is torch"
-        if self.lean_reason is not None:
-            return f"the lean forward is not used ({self.lean_reason})"
-        return kernels_problem(self.dtype, self.device) or shapes_problem(projection_shapes(self.model))
-
-    def _native_problem(self, native_kernels: NativeKernels) -> str | None:
-        """Why decode steps do not run agentrl's own CPU kernels (None: they do)."""
-        if self.kernels_problem is not None:
-            return f"SGLang's CPU kernels are not used ({self.kernels_problem})"
-        if native_kernels == "off":
-            return "engine.native_kernels is off"
-        head_dim = int(self.model.model.layers[0].self_attn.head_dim)
-        if head_dim not in HEAD_DIMS:
-            return f"the kernel takes head_dim {HEAD_DIMS}, the model's is {head_dim}"
-        refused = [p for p in map(shape_problem, sorted(projection_shapes(self.model))) if p is not None]
-        if refused:
-            return refused[0]
-        return native_problem()
 
     @property
     def num_rows(self) -> int:

@@ -24,10 +24,10 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from agentrl.engines.embedded import native_kernels
+from agentrl.engines.embedded.cpu import native as native_kernels
+from agentrl.engines.embedded.cpu.isa import kernel_flags
+from agentrl.engines.embedded.cpu.omp_team import OmpTeam
 from agentrl.engines.embedded.layer_weights import hf_rms_norm
-from agentrl.engines.embedded.omp_team import OmpTeam
-from agentrl.util.cpu_flags import cpu_flags
 
 # the kernels use these instructions unconditionally: loading the library elsewhere dies with SIGILL
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
@@ -59,7 +59,7 @@ def _library_path() -> Path | None:
 @functools.lru_cache(maxsize=1)
 def _load() -> str | None:
     """Load the op library once per process; None when loaded, else why not."""
-    missing = [f for f in REQUIRED_CPU_FLAGS if f not in cpu_flags()]
+    missing = [f for f in REQUIRED_CPU_FLAGS if f not in kernel_flags()]
     if missing:
         return f"this CPU lacks {', '.join(missing)}, which SGLang's CPU kernels need"
     if hasattr(torch.ops.sgl_kernel, "decode_attention_cpu"):
@@ -153,13 +153,13 @@ class SglangCpuKernels:
     team (``ALONE_MAX_ELEMENTS``, ``ALONE_MAX_ATTENTION_ROWS``, ``ALONE_MAX_ATTENTION_MACS``) run on the calling
     thread alone where the team sleeps between regions (``team``: ``OmpTeam``); the matmuls always take the whole
     team (one row's weights stream at 35 µs a call on two threads, 42 on one). With ``native`` (after
-    ``native_kernels.native_problem`` is None), ``pack``, ``linear`` and ``decode_attention`` run agentrl's own kernels
+    ``native.native_problem`` is None), ``pack``, ``linear`` and ``decode_attention`` run agentrl's own kernels
     instead; the norms, SiLU and rotary stay SGLang's.
     """
 
     def __init__(self, native: bool = False) -> None:
         self._ops = torch.ops.sgl_kernel
-        # matmuls and decode attention on agentrl's kernels (native_kernels.py; the caller checked they run)
+        # matmuls and decode attention on agentrl's kernels (native.py; the caller checked they run)
         self.native = native
         self._attn_logits = torch.empty(0, dtype=torch.float32)
         self.team = OmpTeam()

@@ -13,111 +13,43 @@
   loop makes, in the same order on the same tensors (its logits, bit for bit), from C++: at batch 1 there, Python
   between the ~360 calls had been a fifth of a step.
 
-Numbers: docs/results/memory-and-speed.md. The sources are compiled once per source, torch and compiler version with
-``$CXX`` (else ``c++``) into ``$AGENTRL_KERNEL_CACHE`` (default ``~/.cache/agentrl/kernels``), about 10 seconds
-(``scripts/setup.sh`` does it); ``native_problem`` says why they cannot be used (then the engine keeps SGLang's
-matmul and attention and the Python loop).
+Numbers: docs/results/memory-and-speed.md. The sources are compiled once (``build.py``: cached per source, flags,
+torch and compiler version), about 10 seconds (``scripts/setup.sh`` does it); ``native_problem`` says why they cannot
+be used (then the engine keeps SGLang's matmul and attention and the Python loop).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from agentrl.util.cpu_flags import cpu_flags
+from agentrl.engines.embedded.cpu.build import KernelLibrary, build_and_load, compiler
+from agentrl.engines.embedded.cpu.isa import kernel_flags
 
-_CSRC = Path(__file__).with_name("csrc")
-SOURCES = tuple(_CSRC / name for name in ("decode_attention.cpp", "linear.cpp", "decode_layers.cpp"))
-HEADERS = tuple(_CSRC / name for name in ("decode_attention.h", "linear.h"))
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
 HEAD_DIMS = (64, 128)
-_ARCH_FLAGS = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma")
-_BUILD_SECONDS = 300
-
-
-def kernel_cache_dir() -> Path:
-    """Where built kernels are kept: ``$AGENTRL_KERNEL_CACHE``, else ``~/.cache/agentrl/kernels``."""
-    chosen = os.environ.get("AGENTRL_KERNEL_CACHE")
-    return Path(chosen) if chosen else Path.home() / ".cache" / "agentrl" / "kernels"
-
-
-def _compiler() -> str | None:
-    chosen = os.environ.get("CXX", "c++")
-    return shutil.which(chosen)
-
-
-def _compile_command(compiler: str, output: Path) -> list[str]:
-    torch_dir = Path(torch.__file__).parent
-    abi = int(torch.compiled_with_cxx11_abi())
-    return [
-        compiler, "-O3", "-std=c++20", "-shared", "-fPIC", "-fopenmp", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-        *_ARCH_FLAGS, f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
-        *map(str, SOURCES), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
-        "-o", str(output),
-    ]  # fmt: skip
-
-
-def _library_name(compiler: str) -> str:
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False).stdout
-    texts = [path.read_text() for path in (*SOURCES, *HEADERS)]
-    key = "\n".join((*texts, torch.__version__, version, sys.version, " ".join(_ARCH_FLAGS)))
-    return f"agentrl_kernels-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so"
-
-
-def _build(compiler: str) -> Path:
-    """The compiled library, built now unless the cache holds it (written under a temporary name, then renamed, so
-    processes building at once never load a half-written file)."""
-    cache = kernel_cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    target = cache / _library_name(compiler)
-    if target.exists():
-        return target
-    with tempfile.TemporaryDirectory(dir=cache) as scratch:
-        partial = Path(scratch) / target.name
-        done = subprocess.run(
-            _compile_command(compiler, partial), capture_output=True, text=True, timeout=_BUILD_SECONDS, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{compiler} failed ({done.returncode}): {done.stderr.strip()[-600:]}")
-        os.replace(partial, target)
-    return target
+LIBRARY = KernelLibrary(
+    "agentrl_kernels",
+    ("decode_attention.cpp", "linear.cpp", "decode_layers.cpp"),
+    ("decode_attention.h", "linear.h"),
+    ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma"),
+)
 
 
 @functools.lru_cache(maxsize=1)
 def native_problem() -> str | None:
-    """Why agentrl's own CPU kernels cannot run here (None when they are built, loaded and the attention matched torch
-    on a probe; the layer loop's probe is its tests': it makes SGLang's calls, bit for bit)."""
-    missing = [f for f in REQUIRED_CPU_FLAGS if f not in cpu_flags()]
+    """Why agentrl's own bf16 CPU kernels cannot run here (None when they are built, loaded and the attention matched
+    torch on a probe; the layer loop's probe is its tests': it makes SGLang's calls, bit for bit)."""
+    missing = [f for f in REQUIRED_CPU_FLAGS if f not in kernel_flags()]
     if missing:
-        return f"this CPU lacks {', '.join(missing)}, which agentrl's own CPU kernels need"
+        return f"this CPU lacks {', '.join(missing)}, which agentrl's own bf16 CPU kernels need"
     if not hasattr(torch.ops.agentrl, "decode_layers"):
-        problem = build_and_load(_compiler())
+        problem = build_and_load(LIBRARY, compiler())
         if problem is not None:
             return problem
     return _probe()
-
-
-def build_and_load(compiler: str | None) -> str | None:
-    """Build the kernel with ``compiler`` (unless the cache holds it) and load it; None when loaded, else why not."""
-    if compiler is None:
-        return (
-            f"no C++ compiler ({os.environ.get('CXX', 'c++')}) to build agentrl's own CPU kernels; install one "
-            "(Debian: build-essential) or set CXX"
-        )
-    try:
-        torch.ops.load_library(str(_build(compiler)))
-    except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
-        return f"agentrl's own CPU kernels did not build or load ({exc})"
-    return None
 
 
 def _probe() -> str | None:

@@ -4,7 +4,7 @@ Where the team sleeps between parallel regions (``OMP_WAIT_POLICY=PASSIVE``; und
 short spin, after about 15 µs idle) a region wakes it, a fixed cost per op whatever its size. Measured under
 PASSIVE on a 2-core AVX512-BF16 EPYC with SGLang's CPU kernels: a fused residual-add + RMSNorm over 24 rows took
 14.6 µs on two threads and 3.4 µs on one; decode attention for one row over 64 tokens 46 µs against 10. The
-thresholds where two threads win again are in ``sglang_kernels.py`` (docs/results/memory-and-speed.md).
+thresholds where two threads win again are in ``sglang.py`` (docs/results/memory-and-speed.md).
 
 ``omp_set_num_threads`` sets the team size of the calling thread only (OpenMP's per-thread ICV).
 ``torch.set_num_threads`` would also change torch's process-wide default, which threads started later copy,
