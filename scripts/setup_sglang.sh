@@ -71,7 +71,17 @@ fresh=1
 for input in scripts/setup_sglang.sh "$wheel" "$SRC/deps.txt" "$SRC/versions.txt" "$SRC/patch_torchvision.py"; do
   [ "$fresh" = 1 ] && [ "$input" -nt "$stamp" ] && fresh=0
 done
+# On a CPU with AMX, SGLang's server sends its forward through these kernels, whose RMSNorm has no float32
+# ('"rmsnorm_kernel" not implemented for Float'): the float32 server the live tier starts dies at its first forward.
+float32_probe() {
+  if grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw amx_tile && ! "$VENV/bin/python" -c \
+    "import torch, sgl_kernel; torch.ops.sgl_kernel.rmsnorm_cpu(torch.randn(2, 64), torch.ones(64), 1e-6)" 2>/dev/null; then
+    rm -f "$stamp"
+    cannot "on this CPU (AMX) SGLang's CPU kernels have no float32 RMSNorm, so the float32 server the live tier starts dies at its first forward" hardware
+  fi
+}
 if [ "$fresh" = 1 ]; then
+  float32_probe
   echo "[setup_sglang] $VENV ready (stamp $stamp)"
   exit 0
 fi
@@ -92,6 +102,7 @@ echo "[setup_sglang] installing torch (CPU) and SGLang's requirements ($SRC/deps
 "${pip[@]}" --no-deps --force-reinstall "$wheel"
 SGLANG_USE_CPU_ENGINE=1 "$VENV/bin/python" -c "import sglang.srt.entrypoints.http_server, sgl_kernel, sglang.benchmark.serving" \
   || cannot "the installed SGLang does not import (see the error above); compare $VENV with $SRC/versions.txt"
+float32_probe
 rm -f "$VENV/.agentrl-sglang-unavailable"
 touch "$stamp"
 echo "[setup_sglang] $VENV ready in $(( $(date +%s) - started )) s"

@@ -82,7 +82,7 @@ def scripted_chats(
     from envs.code_agent.env import CodeAgentEnv
     from envs.code_agent.traces import fail_then_fix
 
-    env = CodeAgentEnv(split="train", tasks=tasks or {}, sandbox={"kind": sandbox})
+    env = CodeAgentEnv(split="train", tasks=tasks or {}, sandbox={"kind": sandbox}, canary_share=0.0)  # no canary chats
     try:
         task_ids = env.task_ids()
         random.Random(seed).shuffle(task_ids)

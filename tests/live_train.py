@@ -88,7 +88,7 @@ def magic_word_run(
     cfg = yaml.safe_load(config.read_text())
     cfg["env"] = {"id": "agentrl/MagicWord-v0", "kwargs": {"turns": 2}}
     cfg["rollout"].update(group_size=4, max_new_tokens=16, max_episode_tokens=200, stop=[], max_staleness=0)
-    cfg["algorithm"].update(audit_every=1, **algorithm)
+    cfg["algorithm"].update({"audit_every": 1, "proximal": "behaviour", **algorithm})  # the audit reads engine logprobs
     cfg["trainer"]["lr"] = lr
     cfg["logging"]["run_name"] = name
     config.write_text(yaml.safe_dump(cfg))

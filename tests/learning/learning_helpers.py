@@ -1,4 +1,4 @@
-"""Helpers of the learning-benchmark smoke tests: run a script from scripts/ and read its JSON."""
+"""Helpers of the learning-benchmark smoke tests: run a script from bench/ and read its JSON."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_script(name: str, *args: str, timeout: int = 600) -> str:
-    """Run ``scripts/<name>`` from the repository root; its stdout (CalledProcessError shows stderr)."""
-    cmd = [sys.executable, str(ROOT / "scripts" / name), *args]
+    """Run ``bench/<name>`` (``studies/...`` or ``bench/...``) from the repository root; its stdout."""
+    cmd = [sys.executable, str(ROOT / "bench" / name.removeprefix("bench/")), *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     if done.returncode != 0:
         raise AssertionError(f"{name} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")

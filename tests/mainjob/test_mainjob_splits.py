@@ -66,7 +66,7 @@ def test_the_warm_up_scripts_chats_from_the_main_jobs_own_train_split() -> None:
     assert tasks["test_fifths"] == 2 and tasks["validation_fifths"] == 1
     # What scripted_chats builds: the env of the config's generator (with the defaults' split, it would script
     # chats of what the main job holds out).
-    env = CodeAgentEnv(split="train", tasks=tasks, sandbox={"kind": "process"})
+    env = CodeAgentEnv(split="train", tasks=tasks, sandbox={"kind": "process"}, canary_share=0.0)
     try:
         ids = set(env.task_ids())
     finally:

@@ -73,7 +73,7 @@ def test_the_dry_run_reads_the_servers_dtype_and_warns_that_bf16_logprobs_are_no
         f"model.path={llama_dir}",
         "algorithm.old_logprobs=engine",
         "model.device=cpu",
-        "trainer.precision=fp32",
+        "trainer.precision=float32",
     ]
     cfg = load_config(ROOT / "configs" / "tiny_debug.yaml", overrides)
     cfg = cfg.model_copy(update={"engine": SGLangEngineConfig(urls=[server.url])})

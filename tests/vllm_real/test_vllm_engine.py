@@ -180,7 +180,9 @@ def test_aborting_one_request_cuts_it_and_no_other(vllm_server: VLLMServer) -> N
             drop = SamplingParams(max_new_tokens=dropped_tokens, temperature=T, ignore_eos=True)
             kept_task = asyncio.create_task(engine.generate(PROMPT, keep, request_id="keep-me"))
             dropped_task = asyncio.create_task(engine.generate(PROMPT[::-1], drop, request_id="drop-me"))
+            deadline = time.monotonic() + 120  # bounded: a request that never shows up fails, never hangs the suite
             while _running_requests(vllm_server.url) < 2:  # both reached the server
+                assert time.monotonic() < deadline, "the two requests were never running on the server together"
                 await asyncio.sleep(0.05)
             await engine.abort(["drop-me"])
             dropped = await asyncio.wait_for(dropped_task, timeout=60)
