@@ -39,8 +39,11 @@ def test_the_gpu_defaults_warn_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_float32_on_both_sides_is_exact_and_a_bf16_side_is_not() -> None:
     assert _warning("model.device=cpu", "model.dtype=float32", "trainer.precision=float32") is None
-    bf16_update = _warning("model.device=cpu", "model.dtype=float32", "trainer.precision=bfloat16_autocast")
+    behaviour = "algorithm.proximal=behaviour"  # the clip at the engine's logprobs (the default recomputes)
+    bf16_update = _warning("model.device=cpu", "model.dtype=float32", "trainer.precision=bfloat16_autocast", behaviour)
     assert bf16_update is not None and "engine float32" in bf16_update and "bf16 autocast" in bf16_update
-    cfg = load_config(TINY, ["algorithm.old_logprobs=engine", "model.device=cpu", "trainer.precision=float32"])
+    cfg = load_config(
+        TINY, ["algorithm.old_logprobs=engine", "model.device=cpu", "trainer.precision=float32", behaviour]
+    )
     assert behaviour_mismatch(cfg, "bfloat16") is not None  # a server that reports bf16
     assert "does not report" in (behaviour_mismatch(cfg, None) or "")  # a server that does not say
