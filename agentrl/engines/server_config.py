@@ -4,7 +4,7 @@ share, their one config check, and their weight directory."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -12,12 +12,15 @@ from agentrl.config.problems import Problem
 from agentrl.config.sections import ModelConfig
 from agentrl.engines.config import EngineConfig
 from agentrl.engines.transport import DiskTransport
+from agentrl.errors import EngineError
 
 
 class ServerEngineConfig(EngineConfig):
     """Servers reached over HTTP; a subclass names its kind, its example port and its endpoints."""
 
     example_port: ClassVar[int] = 30000  # the servers' usual port, for the messages
+    server_label: ClassVar[str] = "servers"  # "SGLang servers", for the messages
+    start_hint: ClassVar[str] = "start them and retry"  # how to start them, for the messages
 
     urls: list[str] = Field(
         default_factory=list, description="Server base URLs, e.g. http://10.0.0.5:PORT (at least one)."
@@ -54,6 +57,19 @@ class ServerEngineConfig(EngineConfig):
                 f"set engine.urls: [http://HOST:{self.example_port}] or use engine.kind: embedded",
             )
         ]
+
+    async def preflight(self, model: ModelConfig) -> list[str]:
+        """Every server is healthy; its engine's own probe says what HTTP shows of its settings and weight
+        version, and the returned lines say what it cannot show (nothing is passed silently)."""
+        engine: Any = self.build(model)  # the backend's engine: probe() is its own
+        try:
+            if not await engine.health():
+                raise EngineError(
+                    f"{self.server_label} {self.urls} are not all healthy (GET /health != 200); {self.start_hint}"
+                )
+            return list(await engine.probe())
+        finally:
+            await engine.close()
 
     def disk_transport(self, run_dir: Path) -> DiskTransport:
         """Versioned safetensors directories under ``weights_dir`` (default ``<run_dir>/weights``)."""

@@ -10,7 +10,6 @@ from pydantic import Field
 from agentrl.engines.config import import_engine_class
 from agentrl.engines.server_config import ServerEngineConfig
 from agentrl.engines.transport import StateDictTransport, WeightTransport
-from agentrl.errors import EngineError
 
 if TYPE_CHECKING:
     from agentrl.config.sections import ModelConfig
@@ -23,6 +22,8 @@ class SGLangEngineConfig(ServerEngineConfig):
     renamed_keys: ClassVar[dict[str, str]] = {**ServerEngineConfig.renamed_keys, "weight_sync": "weight_transfer"}
 
     kind: Literal["sglang"] = Field("sglang", description="SGLang servers over HTTP.")
+    server_label: ClassVar[str] = "SGLang servers"
+    start_hint: ClassVar[str] = "start them with scripts/launch_sglang.sh and retry"
     routing: Literal["sticky", "least_loaded", "round_robin"] = Field(
         "sticky",
         description="How requests are spread over several URLs: sticky sends a prompt to the server that served its "
@@ -62,17 +63,3 @@ class SGLangEngineConfig(ServerEngineConfig):
         finally:
             await engine.close()
         return next(iter(dtypes)) if len(dtypes) == 1 else None
-
-    async def preflight(self, model: ModelConfig) -> list[str]:
-        """Every server (and every worker behind a router) is healthy, its settings and weight version are
-        training-grade; what HTTP cannot show is said in the returned lines, not passed silently."""
-        engine: Any = self.build(model)  # an SGLangEngine: probe() is its own
-        try:
-            if not await engine.health():
-                raise EngineError(
-                    f"SGLang servers {self.urls} are not all healthy (GET /health != 200); start them with "
-                    "scripts/launch_sglang.sh and retry"
-                )
-            return list(await engine.probe())
-        finally:
-            await engine.close()

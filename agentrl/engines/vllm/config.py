@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
 from agentrl.engines.config import import_engine_class
 from agentrl.engines.server_config import ServerEngineConfig
 from agentrl.engines.transport import WeightTransport
-from agentrl.errors import EngineError
 
 if TYPE_CHECKING:
     from agentrl.config.sections import ModelConfig
@@ -22,6 +21,8 @@ class VLLMEngineConfig(ServerEngineConfig):
     ``--logprobs-mode processed_logprobs`` (see docs/engines.md)."""
 
     example_port: ClassVar[int] = 8000
+    server_label: ClassVar[str] = "vLLM servers"
+    start_hint: ClassVar[str] = "start them as docs/engines.md shows and retry"
 
     kind: Literal["vllm"] = Field("vllm", description="vLLM OpenAI-compatible servers over HTTP.")
     served_model_name: str | None = Field(
@@ -36,16 +37,3 @@ class VLLMEngineConfig(ServerEngineConfig):
     def weight_transport(self, run_dir: Path) -> WeightTransport:
         """A safetensors directory under weights_dir that the servers reload by path."""
         return self.disk_transport(run_dir)
-
-    async def preflight(self, model: ModelConfig) -> list[str]:
-        """Every server is healthy, runs in dev mode (pause/abort/reload) and returns tempered logprobs."""
-        engine: Any = self.build(model)  # a VLLMEngine: probe() is its own
-        try:
-            if not await engine.health():
-                raise EngineError(
-                    f"vLLM servers {self.urls} are not all healthy (GET /health != 200); start them as "
-                    "docs/engines.md shows and retry"
-                )
-            return list(await engine.probe())
-        finally:
-            await engine.close()
