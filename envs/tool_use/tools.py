@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import ToolCallError, did_you_mean
+from agentrl.util.python_ast import parse_python
 
 COUNTRIES_PATH = Path(__file__).resolve().parent.parent / "data" / "countries.json"
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
@@ -77,7 +78,7 @@ def calculator(expression: str) -> str:
         expression: The expression, e.g. "(12 + 3) * 4.5".
     """
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
+        tree = parse_python(expression.strip(), mode="eval")
     except SyntaxError as exc:
         raise ToolCallError(
             f"cannot parse {expression!r} as arithmetic ({exc.msg}); write e.g. '(12 + 3) * 4.5'"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import posixpath
 
+from agentrl.util.python_ast import parse_python
 from envs.code_exec.grading.result import HackFlag, HackKind
 
 MAX_SOURCE_CHARS = 200_000
@@ -81,7 +82,7 @@ def _parse_program(program: str | None, source: str) -> tuple[ast.AST | None, in
     if program is None or not program.endswith(source) or len(program) > 4 * MAX_SOURCE_CHARS:
         return None, 0
     try:
-        return ast.parse(program), program[: len(program) - len(source)].count("\n") + 1
+        return parse_python(program), program[: len(program) - len(source)].count("\n") + 1
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None, 0
 
@@ -99,7 +100,7 @@ def scan_source(source: str, program: str | None = None) -> list[HackFlag]:
         detail = f"source of {len(source)} characters, over the scan's {MAX_SOURCE_CHARS}"
         return [HackFlag(kind="unscannable_source", detail=detail, source="static")]
     try:
-        tree, first_line = ast.parse(source), 1
+        tree, first_line = parse_python(source), 1
     except SyntaxError:
         tree, first_line = _parse_program(program, source)
         if tree is None:

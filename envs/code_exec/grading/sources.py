@@ -10,13 +10,15 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
+from agentrl.util.python_ast import parse_python
+
 _HERE = Path(__file__).parent
 
 
 def _without_package_imports(source: str) -> str:
     """``source`` minus its ``from __future__`` and ``from envs... import`` statements (all their lines)."""
     drop: set[int] = set()
-    for node in ast.parse(source).body:
+    for node in parse_python(source).body:
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("envs", "__future__"):
             drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return "\n".join(line for number, line in enumerate(source.splitlines(), 1) if number not in drop)
