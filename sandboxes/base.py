@@ -132,6 +132,12 @@ class Sandbox(ABC):
         the sandbox's processes from the host override it."""
         return
 
+    def _stopped_from_outside(self) -> str | None:
+        """Why the session was lost, when no code inside the sandbox can cause it (its container killed or
+        removed from outside); None when code inside might have (the default: a backend that cannot tell
+        blames the code, so a solution never turns its own crash into a retry)."""
+        return None
+
     @abstractmethod
     def _restart(self) -> None:
         """Bring the sandbox back to a fresh running session after the old one was lost (sets _channel)."""
@@ -159,10 +165,13 @@ class Sandbox(ABC):
             raise error(f"sandbox {request['op']} failed: {reply.get('error')}")
         return reply
 
-    def _recover(self) -> None:
+    def _recover(self) -> str | None:
+        """Restart after a lost session; returns why it was lost when nothing inside could have caused it."""
         with self._lock:
             self._channel = None
+            outside = self._stopped_from_outside()
             self._restart()
+            return outside
 
     def _run(self, request: dict[str, Any], timeout_s: float) -> ExecResult:
         start = time.monotonic()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 import weakref
 from typing import Any
@@ -27,6 +28,8 @@ from sandboxes.reaper import LABEL, OWNER_LABEL, owner_tag, reap_stale_once
 from sandboxes.session import server_source
 
 SERVER_SOURCE = server_source()
+# A container's exit reaches the engine's state a moment after its processes die (and the session with them).
+_STOP_REPORT_S = 1.0
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 
 
@@ -234,6 +237,28 @@ class DockerSandbox(Sandbox):
                     pass
         self._raw = self._socket = None
         self._channel = None
+
+    def _stopped_from_outside(self) -> str | None:
+        """The container stopped without the kernel's OOM killer, or vanished: the code inside cannot do either
+        (PID 1 is ``sleep``, which has no signal handlers, so the kernel drops every signal sent to it from inside
+        its PID namespace), so the engine or a person did."""
+        deadline = time.monotonic() + _STOP_REPORT_S
+        while True:
+            try:
+                self._container.reload()
+            except docker.errors.NotFound:
+                return f"container {self._container.name} was removed from outside"
+            except (docker.errors.DockerException, requests.RequestException) as exc:
+                return f"the Docker engine did not answer about container {self._container.name}: {exc}"
+            state = self._container.attrs.get("State", {})
+            if not state.get("Running", True):
+                break
+            if time.monotonic() >= deadline:
+                return None  # still running: the session ended inside it
+            time.sleep(0.05)
+        if state.get("OOMKilled", False):
+            return None  # the code inside can exhaust the memory limit
+        return f"container {self._container.name} was stopped from outside (exit code {state.get('ExitCode')})"
 
     def _restart(self) -> None:
         """Restart the container: tmpfs and every process are gone, so no orphan of the old session survives."""

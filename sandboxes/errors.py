@@ -35,6 +35,11 @@ class SandboxCrashedError(SandboxError, RuntimeError):
     """The session inside a sandbox died and could not be recovered, or refused a request."""
 
 
+class SandboxStoppedFromOutsideError(SandboxCrashedError):
+    """The sandbox died for a reason no code inside it can cause (its container was killed or removed by the
+    engine or a person): what ran in it has no verdict, and the work is retried elsewhere, never scored."""
+
+
 class SandboxClosedError(SandboxError, RuntimeError):
     """An operation was called on a sandbox after close()."""
 

@@ -2,8 +2,9 @@
 
 The service reads length-prefixed UTF-8 request frames on its fd 0 and writes one reply frame per
 request on its fd 1 (see ``sandboxes/session/service.py``). A timeout, a crash, an oversized reply or a
-lost session ends the service and comes back as a ``ServiceReply`` describing it, never as an exception;
-the caller opens a new service to continue.
+lost session ends the service and comes back as a ``ServiceReply`` describing it; the caller opens a new
+service to continue. The one exception: a sandbox stopped from outside (``SandboxStoppedFromOutsideError``), which
+says nothing about the code it ran.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandboxes.channel import SessionLostError
-from sandboxes.errors import SandboxInputError
+from sandboxes.errors import SandboxInputError, SandboxStoppedFromOutsideError
 from sandboxes.validation import check_timeout
 
 
@@ -25,7 +26,7 @@ class ServiceHost(Protocol):
 
     def _service_op(self, request: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]: ...
 
-    def _recover(self) -> None: ...
+    def _recover(self) -> str | None: ...
 
 
 class ServiceReply(BaseModel):
@@ -58,7 +59,13 @@ class SandboxService:
         if not isinstance(source, str):
             raise SandboxInputError(f"service source must be a str of Python code, got {type(source).__name__}")
         self._sandbox = sandbox
-        self.service_id: str | None = sandbox._service_op({"op": "service_start", "source": source})["service"]
+        try:
+            self.service_id: str | None = sandbox._service_op({"op": "service_start", "source": source})["service"]
+        except SessionLostError as exc:
+            outside = sandbox._recover()
+            if outside is not None:
+                raise SandboxStoppedFromOutsideError(f"the sandbox was restarted: {outside} ({exc})") from exc
+            raise
 
     @property
     def alive(self) -> bool:
@@ -66,7 +73,9 @@ class SandboxService:
         return self.service_id is not None
 
     def request(self, text: str, timeout_s: float) -> ServiceReply:
-        """Send ``text`` and wait up to ``timeout_s`` for the reply; a service that ended answers at once."""
+        """Send ``text`` and wait up to ``timeout_s`` for the reply; a service that ended answers at once.
+
+        Raises SandboxStoppedFromOutsideError when the sandbox died for a reason outside its code (no verdict)."""
         if not isinstance(text, str):
             raise SandboxInputError(f"a service request must be a str, got {type(text).__name__}")
         timeout = check_timeout(timeout_s)
@@ -77,7 +86,9 @@ class SandboxService:
             reply = self._sandbox._service_op(request, timeout + self._sandbox.config.timeout_margin_s)
         except SessionLostError as exc:
             self.service_id = None
-            self._sandbox._recover()
+            outside = self._sandbox._recover()
+            if outside is not None:
+                raise SandboxStoppedFromOutsideError(f"the sandbox was restarted: {outside} ({exc})") from exc
             return ServiceReply(error=f"the sandbox session was lost ({exc}) and restarted", lost=True)
         fields: dict[str, Any] = {key: reply[key] for key in ServiceReply.model_fields if reply.get(key) is not None}
         fields["text"] = reply.get("reply")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from sandboxes import Sandbox, SandboxInputError
+from sandboxes import Sandbox, SandboxInputError, make_sandbox
+from sandboxes.errors import SandboxStoppedFromOutsideError
 
 # A service that answers each request by evaluating it (a test fixture: the host trusts itself here).
 EVAL_SERVICE = r"""
@@ -82,3 +85,26 @@ def test_a_service_killing_the_supervisor_is_a_lost_reply_and_the_sandbox_recove
     reply = service.request("__import__('os').kill(__import__('os').getppid(), 9)", 5)
     assert reply.lost and not reply.ok and not service.alive
     assert sandbox.run_python("print(6 * 7)", 5).stdout == "42\n"
+
+
+@pytest.mark.docker
+def test_a_container_killed_from_outside_raises_not_a_lost_reply(config_for: Callable[..., Any]) -> None:
+    """A lost session is the code's doing (a lost reply, scored) unless the container itself died without the OOM
+    killer or vanished: nothing inside can do that, so it is an infrastructure fault the caller retries."""
+    import docker
+
+    sandbox = make_sandbox(config_for("docker"))
+    try:
+        service = sandbox.open_service(EVAL_SERVICE)
+        assert service.request("1 + 1", 5).text == "2"
+        docker.from_env().containers.get(sandbox.container_id).kill()  # the engine's own kill, from outside
+        with pytest.raises(SandboxStoppedFromOutsideError, match="stopped from outside"):
+            service.request("__import__('time').sleep(3)", 10)
+        assert not service.alive
+        assert sandbox.run_python("print(6 * 7)", 5).stdout == "42\n"  # restarted
+        docker.from_env().containers.get(sandbox.container_id).remove(force=True)
+        with pytest.raises(SandboxStoppedFromOutsideError, match="removed from outside"):
+            sandbox.open_service(EVAL_SERVICE).request("1", 5)
+        assert sandbox.run_python("print(7 * 6)", 5).stdout == "42\n"  # a fresh container
+    finally:
+        sandbox.close()
