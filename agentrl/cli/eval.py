@@ -61,12 +61,13 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 async def run_eval(args: argparse.Namespace) -> Any:
     """Load the config, build engine and env factory, and evaluate; returns the EvalReport."""
+    from agentrl.cli.model_path import with_run_model
     from agentrl.evaluation import evaluate
     from agentrl.job.loader import load_config
     from agentrl.job.stack import build_engine, eval_plan, load_run_tokenizer
 
     ks = parse_ks(args.k, args.samples)
-    cfg = load_config(args.config, _overrides(args))
+    cfg = with_run_model(load_config(args.config, _overrides(args)), "eval")
     if args.temperature is not None and args.temperature < 0:
         raise ConfigError(f"--temperature {args.temperature} must be >= 0 (0 decodes greedily)")
     # Passed to the plan, not as rollout.temperature: that one must be > 0 (training samples), greedy is eval-only.

@@ -77,7 +77,9 @@ def load_run_config(args: argparse.Namespace) -> RunConfig:
         raise ConfigError("agentrl train needs a CONFIG file (e.g. configs/tiny_debug.yaml), or --resume RUN_DIR")
     if args.accept_config_changes:
         raise ConfigError(f"{ACCEPT_FLAG} only applies with --resume RUN_DIR; remove it")
-    return load_config(config, overrides)  # every config problem, cross-field ones included
+    from agentrl.cli.model_path import with_run_model
+
+    return with_run_model(load_config(config, overrides), "train")  # every config problem, cross-field ones included
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -31,7 +31,8 @@ class ModelConfig(StrictModel):
 
     path: str = Field(
         description="Local Hugging Face model directory (config.json, safetensors, tokenizer). Make one with `agentrl "
-        "make-model`."
+        "make-model`. `agentrl train` (a fresh run) and `agentrl eval` also take a training run's directory (or its "
+        "checkpoints/latest, or one step_* checkpoint): its checkpoint's model."
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16", "bfloat16_if_fast"] = Field(
         "auto",
