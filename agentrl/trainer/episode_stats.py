@@ -11,11 +11,13 @@ from agentrl.trajectory import Episode
 
 def episode_metrics(groups: Sequence[Sequence[Episode]]) -> dict[str, float]:
     """Means over the batch's episodes, named ``episode/<metric>``; canaries (``info["canary"]``) are left out of
-    them and measured on their own (``integrity/*``)."""
+    them and measured on their own (``integrity/*``), and so are episodes the env could not score
+    (``infra_failure``: no verdict, so neither a success nor a failure, nor a hack suspect; counted as
+    ``rollout/infra_failures``)."""
     canaries = [e for g in groups for e in g if e.canary]
     integrity = integrity_metrics(canaries)
-    groups = [g for g in groups if not any(e.canary for e in g)]
-    return {**_real_metrics(groups), **integrity}
+    scored = [[e for e in g if e.infra_failure is None] for g in groups if not any(e.canary for e in g)]
+    return {**_real_metrics([g for g in scored if g]), **integrity}
 
 
 def integrity_metrics(canaries: Sequence[Episode]) -> dict[str, float]:

@@ -142,6 +142,8 @@ def test_a_grading_killed_mid_step_is_left_out_while_the_step_trains_on_the_rest
     assert math.isfinite(step["train/loss"]) and step["train/grad_norm"] > 0, step
     assert (step["train/rows"], step["train/skipped_zero_adv_rows"]) == (3 * GROUP, 2 * GROUP), step
     assert step["episode/reward_mean"] == pytest.approx(3 / 4)  # 1, 1 | 1, 0: no 0 for the doomed ones
+    assert step["episode/success_rate"] == pytest.approx(3 / 4)  # nor a failure
+    assert step["reward/hack_suspect_frac"] == 0.0  # nor a hack suspect (their grading_error flags)
 
     episodes = trained_episodes(run_dir, 1)  # every episode of the step stored
     assert sorted(episodes) == sorted([DOOMED_TASK, SOLVED_TASK, SPLIT_TASK])
