@@ -89,3 +89,10 @@ class RolloutConfig(StrictModel):
     )
     concurrency: int = Field(64, ge=1, description="Most episodes stepping their env at once (thread pool size).")
     seed: int = Field(0, description="Seed of the dataset order and episode seeds (default: the run's seed).")
+    task_order: Literal["shuffle", "stratified"] = Field(
+        "shuffle",
+        description="Each epoch's order of the task ids (every task once per epoch either way): shuffle = a seeded "
+        "permutation; stratified = seeded permutations of each stratum (a task id's part before its last '/', e.g. "
+        "a family) interleaved in proportion to their sizes, so a step's tasks mix the strata as the whole set "
+        "does and its success rate moves with the policy, not with which strata the step drew.",
+    )

@@ -95,7 +95,9 @@ def build_rollout_stack(
     probe = env_factory()
     try:
         probe.tool_schemas()  # a tool no JSON schema describes fails here, before the engine loads the model
-        dataset = TaskDataset.from_env(probe, seed=cfg.rollout.seed, epochs=epochs, num_tasks=num_tasks)
+        dataset = TaskDataset.from_env(
+            probe, seed=cfg.rollout.seed, epochs=epochs, num_tasks=num_tasks, order=cfg.rollout.task_order
+        )
     finally:
         probe.close()
     if require_tasks is not None and dataset.total is None:

@@ -1,16 +1,19 @@
 """The task dataset: an ordered stream of task ids with a persistent cursor.
 
-Invariant: the task at position ``i`` depends only on (task ids, seed, i), so a restored cursor
-re-issues exactly the tasks a killed job had not yet stored; each epoch is a seeded permutation.
+Invariant: the task at position ``i`` depends only on (task ids, seed, order, i), so a restored cursor
+re-issues exactly the tasks a killed job had not yet stored; each epoch is a seeded permutation (``shuffle``) or
+seeded permutations of the strata interleaved in proportion (``stratified``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any
+from typing import Any, Literal
 
 from agentrl.errors import RolloutBufferError
+
+TaskOrder = Literal["shuffle", "stratified"]
 
 
 def task_seed(task_id: str) -> int:
@@ -20,7 +23,8 @@ def task_seed(task_id: str) -> int:
 
 
 class TaskDataset:
-    """Task ids issued in a seeded per-epoch order; ``cursor`` counts the tasks issued so far.
+    """Task ids issued in a seeded per-epoch order (``order``: see ``epoch_order``); ``cursor`` counts the tasks
+    issued so far.
 
     An empty ``task_ids`` means the env has no task set: tasks are then ``"0", "1", ...``
     (``num_tasks`` of them, or unbounded when ``num_tasks`` is None).
@@ -33,8 +37,10 @@ class TaskDataset:
         seed: int = 0,
         epochs: int | None = None,
         num_tasks: int | None = None,
+        order: TaskOrder = "shuffle",
     ) -> None:
         self.task_ids = list(task_ids or [])
+        self.order = order
         if not self.task_ids and num_tasks is not None:
             self.task_ids = [str(i) for i in range(num_tasks)]
         self.seed = seed
@@ -44,14 +50,20 @@ class TaskDataset:
 
     @classmethod
     def from_env(
-        cls, env: Any, *, seed: int = 0, epochs: int | None = None, num_tasks: int | None = None
+        cls,
+        env: Any,
+        *,
+        seed: int = 0,
+        epochs: int | None = None,
+        num_tasks: int | None = None,
+        order: TaskOrder = "shuffle",
     ) -> TaskDataset:
         """Build the dataset from ``env.task_ids()`` when the env defines it (else seeds as ids)."""
         getter = getattr(env, "task_ids", None)
         ids = list(getter()) if callable(getter) else []
         if ids and num_tasks is not None:
             ids = ids[:num_tasks]
-        return cls(ids, seed=seed, epochs=epochs, num_tasks=num_tasks)
+        return cls(ids, seed=seed, epochs=epochs, num_tasks=num_tasks, order=order)
 
     def __len__(self) -> int:
         """Tasks per epoch (0 when the stream is unbounded)."""
@@ -75,9 +87,8 @@ class TaskDataset:
             return str(index)
         epoch, offset = divmod(index, len(self.task_ids))
         if epoch not in self._orders:
-            order = list(self.task_ids)
-            random.Random(f"{self.seed}:{epoch}").shuffle(order)
-            self._orders = {epoch: order}  # keep one epoch: the stream moves forward
+            rng = random.Random(f"{self.seed}:{epoch}")
+            self._orders = {epoch: epoch_order(self.task_ids, rng, self.order)}  # one epoch: the stream moves on
         return self._orders[epoch][offset]
 
     def next(self) -> tuple[int, str] | None:
@@ -110,5 +121,31 @@ class TaskDataset:
         self.cursor = int(state["cursor"])
 
     def fingerprint(self) -> str:
-        """A hash of the task list, so a resumed run cannot silently use another dataset."""
-        return hashlib.sha256("\n".join(self.task_ids).encode("utf-8")).hexdigest()[:16]
+        """A hash of the task list (and of a non-default order), so a resumed run cannot silently use another."""
+        order = [] if self.order == "shuffle" else [f"order={self.order}"]
+        return hashlib.sha256("\n".join([*self.task_ids, *order]).encode("utf-8")).hexdigest()[:16]
+
+
+def stratum_of(task_id: str) -> str:
+    """A task's stratum: its id up to the last ``/`` (``gen-s0/arith/004`` -> ``gen-s0/arith``; no ``/``: one)."""
+    return task_id.rpartition("/")[0]
+
+
+def epoch_order(task_ids: list[str], rng: random.Random, order: TaskOrder) -> list[str]:
+    """One epoch's order. ``stratified``: each stratum shuffled, its k-th of n tasks placed at (k + u) / n with u a
+    random phase per stratum, then all sorted by place: any window of the epoch holds each stratum in about its
+    share of the whole (a proportional interleave), and each task still comes once."""
+    if order == "shuffle":
+        shuffled = list(task_ids)
+        rng.shuffle(shuffled)
+        return shuffled
+    strata: dict[str, list[str]] = {}
+    for task_id in task_ids:
+        strata.setdefault(stratum_of(task_id), []).append(task_id)
+    placed: list[tuple[float, float, str]] = []
+    for name in sorted(strata):
+        members = strata[name]
+        rng.shuffle(members)
+        phase = rng.random()
+        placed.extend(((k + phase) / len(members), rng.random(), task_id) for k, task_id in enumerate(members))
+    return [task_id for _, _, task_id in sorted(placed)]
