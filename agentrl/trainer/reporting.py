@@ -116,6 +116,7 @@ class RunReporter:
         algorithm = config.get("algorithm")
         self._proximal = AlgorithmConfig.model_validate(algorithm).off_policy.proximal if algorithm else "?"
         self._logged_a_step = False  # the first step of this job checks how much the loss clipped
+        self._plotted = -1  # records in the last plots.png (-1: none drawn by this job)
         self._wandb = self._init_wandb(config) if enabled else None
         # the live bar only on a terminal: redirected to a file it shows one line, cut at 80 columns, at the end
         live = enabled and cfg.progress and sys.stdout.isatty()
@@ -182,7 +183,11 @@ class RunReporter:
     def plot(self, step: int) -> None:
         """Refresh the PNG plots when ``step`` is a multiple of ``plot_every`` or the last step."""
         if self.enabled and (step % self.cfg.plot_every == 0 or step == self.total):
-            write_plots(self.history, self.run_dir / "plots.png")
+            self._write_plots()
+
+    def _write_plots(self) -> None:
+        write_plots(self.history, self.run_dir / "plots.png")
+        self._plotted = len(self.history)
 
     def log_extra(self, step: int, metrics: dict[str, float]) -> None:
         """Record metrics that are not a training step (held-out evaluation) in metrics.jsonl and wandb."""
@@ -199,8 +204,8 @@ class RunReporter:
         """Flush plots and stop the progress bar and wandb."""
         if not self.enabled:
             return
-        if self.history:
-            write_plots(self.history, self.run_dir / "plots.png")
+        if self.history and len(self.history) != self._plotted:  # records since the last drawing
+            self._write_plots()
         if self._progress is not None:
             self._progress.stop()
         if self._wandb is not None:

@@ -90,3 +90,21 @@ def test_the_mismatch_panel_says_what_its_numbers_are() -> None:
     caption = titles["engine-trainer |delta logprob|"]
     assert "nats per sampled token between the engine's logprob and the trainer's recompute" in caption
     assert titles["reward"] == "reward"  # a plain panel keeps its plain title
+
+
+def test_the_end_of_a_run_draws_the_plots_once_more_only_for_records_after_the_last_drawing(tmp_path: Path) -> None:
+    from agentrl.config.sections import LoggingConfig
+    from agentrl.trainer.reporting import RunReporter
+
+    cfg = LoggingConfig(run_root=str(tmp_path), progress=False, wandb_mode="disabled", plot_every=100)
+    metrics = {"episode/reward_mean": 0.5, "episode/success_rate": 0.5}
+    reporter = RunReporter(tmp_path, cfg, 2, config={})
+    reporter.log(1, metrics)
+    reporter.log(2, metrics)  # the last step draws
+    drawn = (tmp_path / "plots.png").stat().st_mtime_ns
+    reporter.close()  # nothing new since: no second drawing
+    assert (tmp_path / "plots.png").stat().st_mtime_ns == drawn
+    again = RunReporter(tmp_path, cfg, 2, config={}, start_step=2)
+    again.log_extra(2, {"eval/test_instances/pass@1": 0.4})  # an evaluation after the last step
+    again.close()
+    assert (tmp_path / "plots.png").stat().st_mtime_ns > drawn
