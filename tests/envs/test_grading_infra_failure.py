@@ -30,7 +30,7 @@ def _kill_while(client: Any, run: str, stop: threading.Event, killed: set[str]) 
     import docker
 
     while not stop.is_set():
-        for container in client.containers.list(filters={"label": f"{LABEL}={run}"}):
+        for container in client.containers.list(filters={"label": f"{LABEL}={run}"}, ignore_removed=True):
             try:
                 container.kill()
                 killed.add(container.id)
@@ -67,7 +67,7 @@ def test_a_grading_container_killed_mid_grading_is_an_infrastructure_failure_not
         assert INFRA_FAILURE not in info
     finally:
         env.close()
-        for container in client.containers.list(all=True, filters={"label": f"{LABEL}={run}"}):
+        for container in client.containers.list(all=True, filters={"label": f"{LABEL}={run}"}, ignore_removed=True):
             try:
                 container.remove(force=True)  # this test's own containers
             except docker.errors.NotFound:

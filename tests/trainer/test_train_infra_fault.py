@@ -123,7 +123,7 @@ def test_a_grading_killed_mid_step_is_left_out_while_the_step_trains_on_the_rest
     finally:
         stop.set()
         killer.join()
-        leftovers = client.containers.list(all=True, filters={"label": f"{LABEL}={run}"})
+        leftovers = client.containers.list(all=True, filters={"label": f"{LABEL}={run}"}, ignore_removed=True)
         for container in leftovers:
             try:
                 container.remove(force=True)  # this test's own containers
