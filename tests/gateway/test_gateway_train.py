@@ -30,9 +30,12 @@ pytest.importorskip("openai", reason="needs the openai client: pip install 'agen
 HERE = Path(__file__).resolve().parent
 # Tool time grows with the task: whichever groups a step over-samples, the first two finish seconds before the
 # rest, which are then cut with answered turns (with 0.3 s for every task a fast machine finished all of a step's
-# groups together and stored no partial: CI 2026-12-05)
+# groups together and stored no partial: CI 2026-12-05). Twice the six tool times, so a job whose first boundaries
+# cut no agent after its first answer (the shuffled order can put the slowest tasks in flight together) has more
+# boundaries left before it ends (one run of six tasks stored partials only before any answer: 2026-12-07).
 KILL_TASKS = [
-    {"task_id": f"t{i}", "n": i, "calls": 3, "max_tokens": 48, "think_s": round(0.2 + 0.3 * i, 1)} for i in range(6)
+    {"task_id": f"t{i}", "n": i, "calls": 3, "max_tokens": 48, "think_s": round(0.2 + 0.3 * (i % 6), 1)}
+    for i in range(12)
 ]
 
 
