@@ -62,9 +62,7 @@ class SandboxService:
         try:
             self.service_id: str | None = sandbox._service_op({"op": "service_start", "source": source})["service"]
         except SessionLostError as exc:
-            outside = sandbox._recover()
-            if outside is not None:
-                raise SandboxStoppedFromOutsideError(f"the sandbox was restarted: {outside} ({exc})") from exc
+            _recover_or_raise(sandbox, exc)
             raise
 
     @property
@@ -86,9 +84,7 @@ class SandboxService:
             reply = self._sandbox._service_op(request, timeout + self._sandbox.config.timeout_margin_s)
         except SessionLostError as exc:
             self.service_id = None
-            outside = self._sandbox._recover()
-            if outside is not None:
-                raise SandboxStoppedFromOutsideError(f"the sandbox was restarted: {outside} ({exc})") from exc
+            _recover_or_raise(self._sandbox, exc)
             return ServiceReply(error=f"the sandbox session was lost ({exc}) and restarted", lost=True)
         fields: dict[str, Any] = {key: reply[key] for key in ServiceReply.model_fields if reply.get(key) is not None}
         fields["text"] = reply.get("reply")
@@ -109,3 +105,11 @@ class SandboxService:
             self._sandbox._service_op({"op": "service_stop", "service": service_id})
         except SessionLostError:
             self._sandbox._recover()
+
+
+def _recover_or_raise(sandbox: ServiceHost, exc: SessionLostError) -> None:
+    """Restart the sandbox after its session was lost; raise SandboxStoppedFromOutsideError when the loss came
+    from outside it (then nothing about the code it ran can be concluded)."""
+    outside = sandbox._recover()
+    if outside is not None:
+        raise SandboxStoppedFromOutsideError(f"the sandbox was restarted: {outside} ({exc})") from exc

@@ -8,6 +8,8 @@ from pydantic import Field
 
 from agentrl.config.base import StrictModel
 
+TaskOrder = Literal["shuffle", "stratified"]  # how each epoch orders the task ids (rollout.dataset)
+
 
 class RolloutConfig(StrictModel):
     """How episodes are collected each step, including partial rollouts."""
@@ -89,7 +91,7 @@ class RolloutConfig(StrictModel):
     )
     concurrency: int = Field(64, ge=1, description="Most episodes stepping their env at once (thread pool size).")
     seed: int = Field(0, description="Seed of the dataset order and episode seeds (default: the run's seed).")
-    task_order: Literal["shuffle", "stratified"] = Field(
+    task_order: TaskOrder = Field(
         "shuffle",
         description="Each epoch's order of the task ids (every task once per epoch either way): shuffle = a seeded "
         "permutation; stratified = seeded permutations of each stratum (a task id's part before its last '/', e.g. "

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Literal
+from typing import Any
 
+from agentrl.config.rollout import TaskOrder
 from agentrl.errors import RolloutBufferError
-
-TaskOrder = Literal["shuffle", "stratified"]
 
 
 def task_seed(task_id: str) -> int:
