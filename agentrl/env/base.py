@@ -115,6 +115,10 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
       per-turn schemes see the turn rewards as shaping and R as the result. Without it, R is the
       return, the sum of the turn rewards (each counted once). See docs/writing-an-environment.md;
     * ``max_turns``: the rollout stops the episode (truncated) after this many assistant turns;
+    * ``cutoff_outcome``: R of an episode that ends without ``info["outcome"]`` (the rollout's token budget or
+      ``rollout.max_turns`` ended it first). None keeps the return; an env whose turn rewards are signals
+      beside a separate outcome sets its failing outcome (e.g. 0.0), so running out of budget after some
+      paid turns never scores better than a wrong answer;
     * ``tools``: plain typed Python functions the model may call (see ``agentrl.tools``);
     * ``config_model``: optional pydantic model of the constructor kwargs, checked before a run starts;
     * ``replayable``: True when (seed, options, recorded actions) reproduce the env state, which
@@ -124,6 +128,7 @@ class MultiTurnEnv(gym.Env[list[Message], str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     max_turns: ClassVar[int] = 8
     replayable: ClassVar[bool] = True
+    cutoff_outcome: ClassVar[float | None] = None
     tools: ClassVar[tuple[Any, ...]] = ()
     config_model: ClassVar[type[BaseModel] | None] = None
 

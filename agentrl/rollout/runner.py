@@ -271,9 +271,12 @@ class EpisodeRunner:
         self.ledger.append_env(list(observation))
 
     def _finish(self, status: str, outcome: Any = None) -> None:
-        """R_i: the env's separate outcome when it gave one, else the return (sum of the turn rewards)."""
+        """R_i: the env's separate outcome when it gave one, else its ``cutoff_outcome`` when it declares one, else
+        the return (sum of the turn rewards)."""
         self.episode.status = status  # type: ignore[assignment]
         rewards = [t.reward for t in self.episode.turns if t.reward is not None]
+        if outcome is None:
+            outcome = getattr(self.env, "cutoff_outcome", None)
         self.episode.outcome = float(outcome) if outcome is not None else None
         self.episode.final_reward = self.episode.outcome if outcome is not None else float(sum(rewards))
         check_canary(self.episode)

@@ -177,6 +177,12 @@ class GradedScratchpad(Scratchpad):
         return messages, 0.25, terminated, truncated, info
 
 
+class CutoffGradedScratchpad(GradedScratchpad):
+    """GradedScratchpad that scores an episode the rollout cuts off before its verdict as a failure."""
+
+    cutoff_outcome = 0.0
+
+
 class SplitVerdictScratchpad(GradedScratchpad):
     """One turn; tasks in ``flat_tasks`` fail every episode (a group without signal), the others pass when the
     reply's length is even, so their episodes usually disagree."""

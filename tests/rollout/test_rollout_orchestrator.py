@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 import torch
-from rollout_test_envs import AsyncScratchpad, FlakyScratchpad, GradedScratchpad, Scratchpad, SnapshotScratchpad
+from rollout_test_envs import (
+    AsyncScratchpad,
+    CutoffGradedScratchpad,
+    FlakyScratchpad,
+    GradedScratchpad,
+    Scratchpad,
+    SnapshotScratchpad,
+)
 
 from agentrl.config.sections import RolloutConfig
 from agentrl.engines.base import GenerateResult, SamplingParams
@@ -375,5 +382,30 @@ def test_env_outcome_is_kept_apart_from_the_turn_rewards(make_engine: Callable[[
             assert ep.outcome == ep.final_reward == float(ep.task_id == "task-0")
         for ep in (e for g in plain.groups for e in g):
             assert ep.outcome is None and ep.final_reward == sum(ep.turn_rewards)
+
+    asyncio.run(scenario())
+
+
+def test_an_episode_cut_off_before_its_verdict_scores_the_envs_cutoff_outcome(
+    make_engine: Callable[[], Any], tiny_tokenizer: Any
+) -> None:
+    """rollout.max_turns ends a 3-turn graded episode after 2 paid turns: without cutoff_outcome its R is the sum of
+    those turn rewards (0.5, more than a failing verdict's 0); with cutoff_outcome 0.0 it scores as a failure."""
+
+    async def scenario() -> None:
+        engine = make_engine()
+        cfg = _cfg(partial_rollout=False, max_turns=2)
+        batches = []
+        try:
+            for env in (lambda: GradedScratchpad(num_tasks=2), lambda: CutoffGradedScratchpad(num_tasks=2)):
+                orch = _orchestrator(engine, tiny_tokenizer, cfg, env)
+                batches.append(await orch.collect_step(1))
+                await orch.close()
+        finally:
+            await engine.close()
+        plain, cutoff = ([e for g in b.groups for e in g] for b in batches)
+        assert all(len(e.turns) == 2 and e.outcome is None and e.final_reward == 0.5 for e in plain)
+        assert all(len(e.turns) == 2 and e.outcome == e.final_reward == 0.0 for e in cutoff)
+        assert all(e.turn_rewards == [0.25, 0.25] for e in cutoff)  # the turn signals stay
 
     asyncio.run(scenario())
