@@ -61,3 +61,11 @@ def test_heldout_summary_shows_behaviour_only_for_multi_turn_runs() -> None:
 def test_an_env_that_reports_no_actions_gets_only_turns() -> None:
     """A text adventure's episodes are not a code agent's: its behaviour panel would read 0 everywhere."""
     assert behaviour_metrics([episode({}, {"success": True}), episode({})]) == {"turns_mean": pytest.approx(1.5)}
+
+
+def test_valid_tool_call_rate_counts_calls_not_turns_and_only_for_tool_envs() -> None:
+    calls_ok = {"action": "run", "run_failed": False, "tool_calls": 2, "tool_errors": 0}
+    one_bad = {"action": "run", "run_failed": True, "tool_calls": 2, "tool_errors": 1}
+    metrics = behaviour_metrics([episode(calls_ok, SOLVED), episode(one_bad, calls_ok, FAILED)])
+    assert metrics["valid_tool_call_frac"] == pytest.approx(5 / 6)
+    assert "valid_tool_call_frac" not in behaviour_metrics([episode(RUN_OK, SOLVED)])  # a code env makes no calls

@@ -9,7 +9,9 @@ behaviour panel for a text adventure):
   answer was graded), anything else (the turn had no usable code, e.g. ``"none"``, ``"invalid"``);
 * ``info["run_failed"]`` (run turns): the code raised, timed out, or failed a check it was run
   against (visible examples); without it, ``info["code_ran"] is False`` counts as a failure;
-* ``info["success"]`` (last turn): the episode solved its task.
+* ``info["success"]`` (last turn): the episode solved its task;
+* ``info["tool_calls"]``, ``info["tool_errors"]`` (turns of a tool env): calls made, and how many were
+  malformed or failed; they give ``valid_tool_call_frac``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ BEHAVIOUR_METRICS = (
     "tested_before_submit_frac",
     "failed_run_frac",
     "recovery_frac",
+    "valid_tool_call_frac",
 )
 
 
@@ -48,7 +51,8 @@ def behaviour_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
     * ``code_turn_frac``: fraction of turns that ran or submitted code (format compliance);
     * ``tested_before_submit_frac``: episodes that ran code at least once before their last turn;
     * ``failed_run_frac``: episodes with at least one failed run;
-    * ``recovery_frac``: episodes with a failed run that still ended in success.
+    * ``recovery_frac``: episodes with a failed run that still ended in success;
+    * ``valid_tool_call_frac`` (only when some turn reports ``tool_calls``): calls that ran, over all calls.
     """
     finished = [e for e in episodes if e.turns]
     if not finished:
@@ -61,10 +65,15 @@ def behaviour_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
     tested = sum("run" in acts[:-1] for acts in actions)
     failed = [e for e in finished if had_failed_run(e)]
     recovered = sum(bool(e.turns[-1].info.get("success")) for e in failed)
-    return {
+    metrics = {
         "turns_mean": statistics.fmean(turns),
         "code_turn_frac": code_turns / sum(turns),
         "tested_before_submit_frac": tested / len(finished),
         "failed_run_frac": len(failed) / len(finished),
         "recovery_frac": recovered / len(failed) if failed else 0.0,
     }
+    calls = sum(int(t.info.get("tool_calls", 0)) for e in finished for t in e.turns)
+    if calls:
+        errors = sum(int(t.info.get("tool_errors", 0)) for e in finished for t in e.turns)
+        metrics["valid_tool_call_frac"] = 1.0 - errors / calls
+    return metrics

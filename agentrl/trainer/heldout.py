@@ -116,6 +116,7 @@ def behaviour_changes(before: dict[str, float], after: dict[str, float], split: 
         "tested_before_submit_frac": "tested before submit",
         "failed_run_frac": "had a failed run",
         "recovery_frac": "recovered after a failed run",
+        "valid_tool_call_frac": "valid tool calls",
     }
     parts = []
     for name, label in labels.items():

@@ -35,6 +35,7 @@ BEHAVIOUR = {
     "turns_mean": "turns used",
     "tested_before_submit_frac": "tested before submitting",
     "recovery_frac": "recovered after a failed run",
+    "valid_tool_call_frac": "valid tool calls",
 }
 
 
