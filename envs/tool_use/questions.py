@@ -1,20 +1,38 @@
 """Tool-use questions, generated deterministically from their task id, with exact answers.
 
-Kinds: ``calc`` (arithmetic), ``convert`` (units), ``lookup`` (table facts) for training, and
-``multi`` (a lookup followed by arithmetic) held out as a whole kind; the last instances of each
-training kind form ``test_instances``.
+Single-tool kinds: ``calc`` (arithmetic), ``convert`` (units), ``lookup`` (table facts), and ``multi``
+(a lookup followed by arithmetic). Chained kinds need two table facts and a computation on them, so an
+episode looks up, computes and answers over several turns: ``pop_sum``, ``pop_diff``, ``area_sum``,
+``area_diff``, ``density`` and ``pop_ratio``. Which kinds train and which are held out as a whole kind is the env's
+config (default: the single-tool kinds train, ``multi`` is held out). Within each training kind the
+first questions train, the next ``validation_per_kind`` form ``validation`` and the last
+``heldout_per_kind`` form ``test_instances``.
+
+Each question lists the values its answer needs (the facts to look up and the result): the env pays a
+turn whose tool results first return one of them (see ``ToolUseConfig.fact_reward``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
 
 from envs.tool_use.tools import calculator, convert_units, country_table
 
-KINDS = ("calc", "convert", "lookup", "multi")
-HELDOUT_KINDS = ("multi",)
+QuestionKind = Literal[
+    "calc", "convert", "lookup", "multi", "pop_sum", "pop_diff", "area_sum", "area_diff", "density", "pop_ratio"
+]
+SINGLE_KINDS = ("calc", "convert", "lookup", "multi")
+CHAINED_KINDS = ("pop_sum", "pop_diff", "area_sum", "area_diff", "density", "pop_ratio")
+KINDS = SINGLE_KINDS + CHAINED_KINDS
+DEFAULT_KINDS = SINGLE_KINDS
+DEFAULT_HELDOUT_KINDS = ("multi",)
+SPLITS = ("train", "validation", "test", "test_kinds", "test_instances", "all")
 _CONVERSIONS = (
     ("km", "m"),
     ("mile", "km"),
@@ -38,12 +56,16 @@ _LOOKUP_FIELDS = {
 
 @dataclass(frozen=True)
 class Question:
-    """One question and its reference answer (a number or a string)."""
+    """One question, its reference answer (a number or a string) and the values that answer needs."""
 
     task_id: str
     kind: str
     text: str
     answer: float | str
+    needed: tuple[float | str, ...] = ()
+
+
+Made = tuple[str, float | str, tuple[float | str, ...]]
 
 
 def _rng(task_id: str) -> random.Random:
@@ -51,59 +73,170 @@ def _rng(task_id: str) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big"))
 
 
-def _calc(rng: random.Random) -> tuple[str, float | str]:
+def _fact(country: str, field: str) -> float | str:
+    return country_table()[country][field]
+
+
+def _calc(rng: random.Random) -> Made:
     a, b, c = rng.randint(12, 999), rng.randint(2, 99), rng.randint(1, 500)
     op = rng.choice(["+", "-"])
     expression = f"{a} * {b} {op} {c}"
-    return f"What is {expression}?", float(calculator(expression))
+    answer = float(calculator(expression))
+    return f"What is {expression}?", answer, (answer,)
 
 
-def _convert(rng: random.Random) -> tuple[str, float | str]:
+def _convert(rng: random.Random) -> Made:
     source, target = rng.choice(_CONVERSIONS)
     value = rng.choice([rng.randint(1, 200), round(rng.uniform(1, 100), 1)])
     answer = round(convert_units(value, source, target), 2)
-    return f"Convert {value} {source} to {target}. Round to 2 decimals.", answer
+    return f"Convert {value} {source} to {target}. Round to 2 decimals.", answer, (answer,)
 
 
-def _lookup(rng: random.Random) -> tuple[str, float | str]:
+def _lookup(rng: random.Random) -> Made:
     country = rng.choice(sorted(country_table()))
     field = rng.choice(sorted(_LOOKUP_FIELDS))
-    return _LOOKUP_FIELDS[field].format(c=country), country_table()[country][field]
+    answer = _fact(country, field)
+    return _LOOKUP_FIELDS[field].format(c=country), answer, (answer,)
 
 
-def _multi(rng: random.Random) -> tuple[str, float | str]:
+def _multi(rng: random.Random) -> Made:
     first, second = rng.sample(sorted(country_table()), 2)
     if rng.random() < 0.5:
-        table = country_table()
-        answer = round(table[first]["population_millions"] + table[second]["population_millions"], 2)
-        return f"What is the combined population of {first} and {second}, in millions?", answer
-    density = country_table()[first]["population_millions"] * 1e6 / country_table()[first]["area_km2"]
-    return f"What is the population density of {first} in people per square kilometre? Round to 2 decimals.", round(
-        density, 2
-    )
+        return _pop_sum_of(first, second)
+    return _density_of(first)
 
 
-_MAKERS = {"calc": _calc, "convert": _convert, "lookup": _lookup, "multi": _multi}
+@lru_cache(maxsize=None)
+def _pairs(kind: str) -> tuple[tuple[str, str], ...]:
+    """Every unordered pair of table countries, in an order fixed by the kind (the same in every process)."""
+    pairs = list(itertools.combinations(sorted(country_table()), 2))
+    _rng(f"pairs/{kind}").shuffle(pairs)
+    return tuple(pairs)
+
+
+def _pair(kind: str, index: int, field: str | None = None) -> tuple[str, str]:
+    """The kind's ``index``-th pair: no two questions of a kind share a pair below the number of pairs, so
+    test_instances never repeat a training question. With ``field``, the country with the larger value comes first.
+    """
+    pairs = _pairs(kind)
+    first, second = pairs[index % len(pairs)]
+    if field is not None and _fact(first, field) < _fact(second, field):  # type: ignore[operator]
+        first, second = second, first
+    return first, second
+
+
+def _pop_sum_of(first: str, second: str) -> Made:
+    a, b = _fact(first, "population_millions"), _fact(second, "population_millions")
+    answer = round(a + b, 2)  # type: ignore[operator]
+    return f"What is the combined population of {first} and {second}, in millions?", answer, (a, b, answer)
+
+
+def _density_of(country: str) -> Made:
+    people, area = _fact(country, "population_millions"), _fact(country, "area_km2")
+    answer = round(people * 1e6 / area, 2)  # type: ignore[operator]
+    text = f"What is the population density of {country} in people per square kilometre? Round to 2 decimals."
+    return text, answer, (people, area, answer)
+
+
+def _pop_sum(index: int) -> Made:
+    return _pop_sum_of(*_pair("pop_sum", index))
+
+
+def _pop_diff(index: int) -> Made:
+    first, second = _pair("pop_diff", index, "population_millions")
+    a, b = _fact(first, "population_millions"), _fact(second, "population_millions")
+    answer = round(a - b, 2)  # type: ignore[operator]
+    return f"How many million more people live in {first} than in {second}?", answer, (a, b, answer)
+
+
+def _area_sum(index: int) -> Made:
+    first, second = _pair("area_sum", index)
+    a, b = _fact(first, "area_km2"), _fact(second, "area_km2")
+    answer = round(a + b, 2)  # type: ignore[operator]
+    return f"What is the combined area of {first} and {second} in square kilometres?", answer, (a, b, answer)
+
+
+def _area_diff(index: int) -> Made:
+    first, second = _pair("area_diff", index, "area_km2")
+    a, b = _fact(first, "area_km2"), _fact(second, "area_km2")
+    answer = round(a - b, 2)  # type: ignore[operator]
+    return f"How many square kilometres larger is {first} than {second}?", answer, (a, b, answer)
+
+
+def _density(index: int) -> Made:
+    countries = sorted(country_table())
+    return _density_of(countries[index % len(countries)])
+
+
+def _pop_ratio(index: int) -> Made:
+    first, second = _pair("pop_ratio", index, "population_millions")
+    a, b = _fact(first, "population_millions"), _fact(second, "population_millions")
+    answer = round(a / b, 2)  # type: ignore[operator]
+    text = f"How many times the population of {second} is the population of {first}? Round to 2 decimals."
+    return text, answer, (a, b, answer)
+
+
+_MAKERS: dict[str, Callable[[random.Random], Made]] = {
+    "calc": _calc,
+    "convert": _convert,
+    "lookup": _lookup,
+    "multi": _multi,
+}
+# Chained questions are drawn from a fixed order of country pairs by their index (a seeded draw per id would
+# repeat pairs, and a repeated pair would put a training question into test_instances).
+_CHAINED: dict[str, Callable[[int], Made]] = {
+    "pop_sum": _pop_sum,
+    "pop_diff": _pop_diff,
+    "area_sum": _area_sum,
+    "area_diff": _area_diff,
+    "density": _density,
+    "pop_ratio": _pop_ratio,
+}
+
+
+def distinct_questions(kind: str) -> int | None:
+    """How many different questions a chained kind has (its index wraps around after that); None: unbounded."""
+    if kind == "density":
+        return len(country_table())
+    return len(_pairs(kind)) if kind in _CHAINED else None
 
 
 def make_question(task_id: str) -> Question:
     """The question of ``task_id`` (``<kind>/<index>``), identical in every process."""
     kind = task_id.split("/", 1)[0]
-    text, answer = _MAKERS[kind](_rng(task_id))
-    return Question(task_id=task_id, kind=kind, text=text, answer=answer)
+    if kind in _CHAINED:
+        text, answer, needed = _CHAINED[kind](int(task_id.split("/", 1)[1]))
+    elif kind in _MAKERS:
+        text, answer, needed = _MAKERS[kind](_rng(task_id))
+    else:
+        raise ValueError(f"unknown question kind {kind!r} in task id {task_id!r}; kinds: {', '.join(KINDS)}")
+    return Question(task_id=task_id, kind=kind, text=text, answer=answer, needed=needed)
 
 
-def question_ids(split: str, per_kind: int, heldout_per_kind: int) -> list[str]:
-    """Task ids of ``split`` (train, test, test_kinds, test_instances, all)."""
-    ids = {kind: [f"{kind}/{i:03d}" for i in range(per_kind)] for kind in KINDS}
-    train = [i for k in KINDS if k not in HELDOUT_KINDS for i in ids[k][: per_kind - heldout_per_kind]]
-    test_instances = [i for k in KINDS if k not in HELDOUT_KINDS for i in ids[k][per_kind - heldout_per_kind :]]
-    test_kinds = [i for k in HELDOUT_KINDS for i in ids[k]]
+def question_ids(
+    split: str,
+    per_kind: int,
+    heldout_per_kind: int,
+    *,
+    kinds: Sequence[str] = DEFAULT_KINDS,
+    heldout_kinds: Sequence[str] = DEFAULT_HELDOUT_KINDS,
+    validation_per_kind: int = 0,
+) -> list[str]:
+    """Task ids of ``split`` (one of ``SPLITS``), kind by kind in the order of ``kinds``."""
+    ids = {kind: [f"{kind}/{i:03d}" for i in range(per_kind)] for kind in kinds}
+    trained = [k for k in kinds if k not in heldout_kinds]
+    first_test = per_kind - heldout_per_kind
+    first_validation = first_test - validation_per_kind
+    train = [i for k in trained for i in ids[k][:first_validation]]
+    validation = [i for k in trained for i in ids[k][first_validation:first_test]]
+    test_instances = [i for k in trained for i in ids[k][first_test:]]
+    test_kinds = [i for k in kinds if k in heldout_kinds for i in ids[k]]
     parts = {
         "train": train,
+        "validation": validation,
         "test_instances": test_instances,
         "test_kinds": test_kinds,
         "test": test_kinds + test_instances,
-        "all": [i for k in KINDS for i in ids[k]],
+        "all": [i for k in kinds for i in ids[k]],
     }
     return parts[split]
