@@ -143,6 +143,25 @@ def test_the_generic_warmup_script_trains_any_envs_chats(tiny_model_dir: Path, t
     assert bad.returncode != 0 and f'{chats}:1: no "messages" list' in bad.stderr
 
 
+def test_the_tool_jobs_warmup_runs_as_its_script_chains_it(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """scripts/tool_agent.sh: the chats script's last line is the --env-kwargs of warmup_sft.py (same tool schemas)."""
+    chats = tmp_path / "chats.jsonl"
+    made = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "tool_agent_chats.py"), "--chats", "4", "--out", str(chats)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    env_kwargs = made.stdout.strip().splitlines()[-1]
+    assert json.loads(env_kwargs)["tools"] == ["lookup", "calculator"]
+    out = tmp_path / "warm"
+    cmd = [sys.executable, str(ROOT / "scripts" / "warmup_sft.py"), "--model", str(tiny_model_dir), "--chats"]
+    cmd += [str(chats), "--out", str(out), "--env", "agentrl/ToolUse-v0", "--env-kwargs", env_kwargs, "--epochs", "1"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[warmup] 4 chats from" in done.stdout and "2 tool schemas in the prompt" in done.stdout
+    assert (out / "warmup.json").is_file()
+
+
 TOOL_ENV = '''
 """A tool env beside the user's chats (not on any import path but the working directory)."""
 from agentrl.env import MultiTurnEnv, user
