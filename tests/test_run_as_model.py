@@ -1,4 +1,4 @@
-"""``model.path`` may name a training run: ``agentrl train`` (a fresh run from it) and ``agentrl eval`` load its
+"""``model.path`` may name a training run: ``agentrl train`` (a fresh run from it), ``agentrl eval`` and ``agentrl rollout`` load its
 latest checkpoint's model, whichever part of the run is named, and say so; anything else is left to the usual
 checks."""
 
@@ -59,3 +59,7 @@ def test_train_and_eval_take_a_run_directory(run_dir: Path, tmp_path: Path) -> N
     evaluated = _agentrl("eval", str(CONFIG), f"model.path={run_dir}", "--limit", "2", cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     assert f"using its checkpoint's model {str(model)!r}" in evaluated.stdout
+    out = tmp_path / "episodes.jsonl"
+    rolled = _agentrl("rollout", str(CONFIG), f"model.path={run_dir}", "--out", str(out), "--steps", "1", cwd=tmp_path)
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert f"[rollout] model.path {str(run_dir)!r} is a training run" in rolled.stdout and out.stat().st_size > 0

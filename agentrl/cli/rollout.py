@@ -68,11 +68,12 @@ def _written_groups(out: Path) -> set[str]:
 
 async def collect(args: argparse.Namespace) -> Path:
     """Run the rollout job; returns the run directory."""
+    from agentrl.cli.model_path import with_run_model
     from agentrl.job.loader import load_config
     from agentrl.job.stack import build_rollout_stack, load_run_tokenizer
     from agentrl.rollout.archive import TrajectoryArchive
 
-    cfg = load_config(args.config, args.overrides)
+    cfg = with_run_model(load_config(args.config, args.overrides), "rollout")
     run_dir = _run_dir(cfg, args.config, args.resume)
     print(f"[rollout] run directory: {run_dir}", flush=True)
     (run_dir / "rollout_config.json").write_text(cfg.model_dump_json(indent=2))
