@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> list[list[dict[str, Any]]]:
     chats = [demonstration(env, task_id, slip=i in slips, seed=args.seed) for i, task_id in enumerate(chosen)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps({"messages": chat}) + "\n" for chat in chats), encoding="utf-8")
-    print(f"[chats] {len(chats)} chats ({len(slips)} fix a mistyped call) of {len(env.task_ids())} training questions -> {args.out}")
+    told = f"{len(chats)} chats ({len(slips)} fix a mistyped call) of {len(env.task_ids())} training questions"
+    print(f"[chats] {told} -> {args.out}")
     print(json.dumps({k: v for k, v in kwargs.items() if k != "split"}))
     return chats
 

@@ -1,6 +1,6 @@
-"""``model.path`` may name a training run: ``agentrl train`` (a fresh run from it), ``agentrl eval`` and ``agentrl rollout`` load its
-latest checkpoint's model, whichever part of the run is named, and say so; anything else is left to the usual
-checks."""
+"""``model.path`` may name a training run: ``agentrl train`` (a fresh run from it), ``agentrl eval`` and
+``agentrl rollout`` load its latest checkpoint's model, whichever part of the run is named, and say so; anything
+else is left to the usual checks."""
 
 from __future__ import annotations
 

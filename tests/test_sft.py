@@ -148,7 +148,10 @@ def test_the_tool_jobs_warmup_runs_as_its_script_chains_it(tiny_model_dir: Path,
     chats = tmp_path / "chats.jsonl"
     made = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "tool_agent_chats.py"), "--chats", "4", "--out", str(chats)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert made.returncode == 0, made.stderr[-3000:]
     env_kwargs = made.stdout.strip().splitlines()[-1]

@@ -17,6 +17,7 @@ from agentrl.tools.toolcall import format_tool_call
 from envs.tool_use.env import ToolUseEnv
 from envs.tool_use.questions import Question
 
+
 class DemonstrationError(RuntimeError):
     """A scripted episode did not earn its reward: the script and the env disagree."""
 
@@ -38,7 +39,9 @@ def _plan(question: Question) -> list[list[tuple[str, dict[str, Any]]]]:
         words = question.text.split()
         return [[("convert_units", {"value": float(words[1]), "from_unit": words[2], "to_unit": words[4].rstrip(".")})]]
     if kind == "lookup":
-        field = next(f for f in ("population_millions", "area_km2", "capital", "continent", "currency") if _asks(question, f))
+        field = next(
+            f for f in ("population_millions", "area_km2", "capital", "continent", "currency") if _asks(question, f)
+        )
         return [[("lookup", {"country": countries[0], "field": field})]]
     density = "density" in question.text
     area = kind in ("area_sum", "area_diff")

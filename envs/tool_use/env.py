@@ -22,8 +22,8 @@ from envs.tool_use.questions import (
     DEFAULT_HELDOUT_KINDS,
     DEFAULT_KINDS,
     Question,
-    distinct_questions,
     QuestionKind,
+    distinct_questions,
     make_question,
     question_ids,
 )
@@ -43,7 +43,8 @@ class ToolUseConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     split: Literal["train", "validation", "test", "test_kinds", "test_instances", "all"] = Field(
-        "train", description="Task split: test_kinds are the heldout_kinds, test_instances the last questions of the rest."
+        "train",
+        description="Task split: test_kinds are the heldout_kinds, test_instances the last questions of the rest.",
     )
     kinds: list[QuestionKind] = Field(
         list(DEFAULT_KINDS), min_length=1, description="Question kinds in the task set (envs/tool_use/questions.py)."

@@ -19,7 +19,7 @@ import itertools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Literal
 
 from envs.tool_use.tools import calculator, convert_units, country_table
@@ -106,7 +106,7 @@ def _multi(rng: random.Random) -> Made:
     return _density_of(first)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pairs(kind: str) -> tuple[tuple[str, str], ...]:
     """Every unordered pair of table countries, in an order fixed by the kind (the same in every process)."""
     pairs = list(itertools.combinations(sorted(country_table()), 2))

@@ -24,7 +24,9 @@ def _chats_script():
 
 def test_chats_cover_the_training_kinds_and_never_a_validation_or_heldout_question(tmp_path: Path) -> None:
     out = tmp_path / "chats.jsonl"
-    chats = _chats_script().main(["--config", str(ROOT / "configs" / "tool_agent.yaml"), "--chats", "12", "--out", str(out)])
+    chats = _chats_script().main(
+        ["--config", str(ROOT / "configs" / "tool_agent.yaml"), "--chats", "12", "--out", str(out)]
+    )
     assert [json.loads(line)["messages"] for line in out.read_text().splitlines()] == chats
     kwargs = _chats_script().env_kwargs_of(ROOT / "configs" / "tool_agent.yaml")
     env = ToolUseEnv(**kwargs)

@@ -106,10 +106,14 @@ def test_chained_kinds_need_two_facts_and_a_result() -> None:
 
 def test_validation_split_sits_between_train_and_test_instances() -> None:
     kinds = {"kinds": ["pop_sum", "pop_diff", "pop_ratio"], "heldout_kinds": ["pop_ratio"]}
-    split = {s: question_ids(s, 20, 5, validation_per_kind=3, **kinds) for s in ("train", "validation", "test_instances")}
+    split = {
+        s: question_ids(s, 20, 5, validation_per_kind=3, **kinds) for s in ("train", "validation", "test_instances")
+    }
     assert [len(split[s]) for s in split] == [24, 6, 10]
     assert split["validation"][:3] == ["pop_sum/012", "pop_sum/013", "pop_sum/014"]
-    assert not set(split["train"]) & set(split["validation"]) and not set(split["validation"]) & set(split["test_instances"])
+    assert not set(split["train"]) & set(split["validation"]) and not set(split["validation"]) & set(
+        split["test_instances"]
+    )
     assert question_ids("test_kinds", 20, 5, **kinds) == [f"pop_ratio/{i:03d}" for i in range(20)]
     with pytest.raises(ValueError, match="'validation' is empty"):
         ToolUseEnv(split="validation", **kinds)
