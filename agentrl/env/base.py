@@ -92,6 +92,11 @@ class EnvInfo(TypedDict, total=False):
     behaviour metrics count a later solve as a recovery."""
     code_ran: bool
     """Step: code was executed and ran; ``False`` counts as a failed run when ``run_failed`` is absent."""
+    tool_calls: int
+    """Step of a tool env: tool calls the turn made; with ``tool_errors`` it gives the behaviour metric
+    ``valid_tool_call_frac``."""
+    tool_errors: int
+    """Step of a tool env: how many of the turn's ``tool_calls`` were malformed or failed."""
     canary: bool
     """Reset or step: the episode is a canary, a task no honest answer passes (see ``CANARY``)."""
     hack_flags: list[str]
