@@ -28,13 +28,13 @@ if [ ! -f "$MODEL_DIR/model.safetensors" ]; then
 fi
 phase "model"
 
-# warmup.json is written last and the directory renamed into place, so its presence means a finished warm-up
-if [ ! -f "$WARM_DIR/warmup.json" ]; then
-  echo "[tool_agent] one-time supervised warm-up (24 scripted chats of training questions) -> $WARM_DIR"
-  env_kwargs=$(.venv/bin/python scripts/tool_agent_chats.py --config configs/tool_agent.yaml --chats 24 --out "$CHATS" | tail -1)
-  .venv/bin/python scripts/warmup_sft.py --model "$MODEL_DIR" --chats "$CHATS" --env agentrl/ToolUse-v0 \
-    --env-kwargs "$env_kwargs" --out "$WARM_DIR" --epochs 2
-fi
+# The chats follow the config's kinds; the warm-up runs again only when they or its settings change (warmup.json
+# keeps the recipe and is written last, the directory renamed into place, so a killed warm-up is redone).
+env_kwargs=$(.venv/bin/python scripts/tool_agent_chats.py --config configs/tool_agent.yaml --chats 24 --out "$CHATS" |
+  tail -1)
+echo "[tool_agent] supervised warm-up on 24 scripted chats of training questions, once per set of chats -> $WARM_DIR"
+.venv/bin/python scripts/warmup_sft.py --model "$MODEL_DIR" --chats "$CHATS" --env agentrl/ToolUse-v0 \
+  --env-kwargs "$env_kwargs" --out "$WARM_DIR" --epochs 2 --skip-if-current
 phase "warm-up"
 
 .venv/bin/agentrl train configs/tool_agent.yaml "$@"

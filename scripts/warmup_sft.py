@@ -20,6 +20,7 @@ schemas into the prompt exactly as training will, so the warmed model sees the s
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -49,6 +50,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--env", help="Env id or module:Class whose tool schemas go into the prompt.")
     parser.add_argument("--env-kwargs", default="{}", help="JSON object of the env's kwargs (with --env).")
     parser.add_argument("--min-reward", type=float, help="Keep only episodes with final_reward >= this.")
+    parser.add_argument(
+        "--skip-if-current",
+        action="store_true",
+        help="Do nothing when --out already holds a warm-up of the same recipe (base model, chats, env, settings).",
+    )
     add_sft_arguments(parser)
     return parser.parse_args(argv)
 
@@ -86,9 +92,36 @@ def tool_schemas(env_ref: str | None, kwargs_json: str) -> list[dict[str, Any]]:
         env.close()
 
 
+def recipe_of(args: argparse.Namespace) -> dict[str, Any]:
+    """What the warmed model is a function of: a finished warm-up of an equal recipe need not run again."""
+    return {
+        "base_model": str(args.model.resolve()),
+        "chats_sha256": hashlib.sha256(args.chats.read_bytes()).hexdigest(),
+        "env": args.env,
+        "env_kwargs": json.loads(args.env_kwargs),
+        "min_reward": args.min_reward,
+        "epochs": args.epochs,
+        "lr": args.lr,
+        "batch_tokens": args.batch_tokens,
+        "seed": args.seed,
+    }
+
+
+def is_current(out: Path, recipe: dict[str, Any]) -> bool:
+    """Whether ``out`` holds a finished warm-up (its ``warmup.json``) of ``recipe``."""
+    try:
+        return json.loads((out / "warmup.json").read_text(encoding="utf-8")).get("recipe") == recipe
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Read the chats, train, save the model and ``warmup.json`` beside it; returns the report."""
     args = parse_args(argv)
+    recipe = recipe_of(args)
+    if args.skip_if_current and is_current(args.out, recipe):
+        print(f"[warmup] {args.out} is a finished warm-up of the same chats and settings; not run again", flush=True)
+        return {"recipe": recipe, "skipped": True}
     import torch
 
     from agentrl.chat import ChatAssembler
@@ -114,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"[warmup] {progress_line(step, total, loss, time.perf_counter() - began)}", flush=True)
 
     report = run_sft(lm, ChatAssembler(tokenizer, tools=schemas or None), chats, cfg, on_step=progress)
-    result = {"base_model": str(args.model), "chats_file": str(args.chats), "env": args.env}
+    result = {"base_model": str(args.model), "chats_file": str(args.chats), "env": args.env, "recipe": recipe}
     result |= {**cfg.model_dump(), **report.model_dump()}
     publish_model(args.out, lm, tokenizer, result)
     first, last = report.loss_per_step[0], report.loss_per_step[-1]

@@ -164,6 +164,14 @@ def test_the_tool_jobs_warmup_runs_as_its_script_chains_it(tiny_model_dir: Path,
     assert "[warmup] 4 chats from" in done.stdout and "2 tool schemas in the prompt" in done.stdout
     assert (out / "warmup.json").is_file()
 
+    # The script warms up again only when the chats (or the settings) changed.
+    again = subprocess.run([*cmd, "--skip-if-current"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "not run again" in again.stdout, again.stderr[-3000:]
+    chats.write_text(chats.read_text().splitlines(keepends=True)[0])
+    changed = subprocess.run([*cmd, "--skip-if-current"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert changed.returncode == 0 and "[warmup] 1 chats from" in changed.stdout, changed.stderr[-3000:]
+    assert json.loads((out / "warmup.json").read_text())["chats"] == 1
+
 
 TOOL_ENV = '''
 """A tool env beside the user's chats (not on any import path but the working directory)."""
