@@ -32,7 +32,7 @@ def test_chats_cover_the_training_kinds_and_never_a_validation_or_heldout_questi
     env = ToolUseEnv(**kwargs)
     train = {env.reset(options={"task_id": t})[0][-1]["content"] for t in env.task_ids()}
     others = set()
-    for split in ("validation", "test_instances", "test_kinds"):
+    for split in ("validation", "test"):  # test: every held-out question, whole kinds and instances
         other = ToolUseEnv(**{**kwargs, "split": split})
         others |= {other.reset(options={"task_id": t})[0][-1]["content"] for t in other.task_ids()}
     questions = [chat[1]["content"] for chat in chats]
