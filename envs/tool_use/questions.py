@@ -102,7 +102,7 @@ def _lookup(rng: random.Random) -> Made:
 def _multi(rng: random.Random) -> Made:
     first, second = rng.sample(sorted(country_table()), 2)
     if rng.random() < 0.5:
-        return _pop_sum_of(first, second)
+        return _PAIRED["pop_sum"].made(first, second)
     return _density_of(first)
 
 
@@ -114,21 +114,68 @@ def _pairs(kind: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _pair(kind: str, index: int, field: str | None = None) -> tuple[str, str]:
-    """The kind's ``index``-th pair: no two questions of a kind share a pair below the number of pairs, so
-    test_instances never repeat a training question. With ``field``, the country with the larger value comes first.
-    """
-    pairs = _pairs(kind)
-    first, second = pairs[index % len(pairs)]
-    if field is not None and _fact(first, field) < _fact(second, field):  # type: ignore[operator]
-        first, second = second, first
-    return first, second
+@dataclass(frozen=True)
+class _PairedKind:
+    """A chained kind on two countries: one fact of each, then one operation on the two facts."""
+
+    kind: str
+    field: str
+    operation: Callable[[float, float], float]
+    text: str  # with {first} and {second}
+    larger_first: bool  # the country with the larger value is ``first`` (a difference or ratio above 0, above 1)
+
+    def made(self, first: str, second: str) -> Made:
+        a, b = _fact(first, self.field), _fact(second, self.field)
+        answer = round(self.operation(a, b), 2)  # type: ignore[arg-type]
+        return self.text.format(first=first, second=second), answer, (a, b, answer)
+
+    def at(self, index: int) -> Made:
+        """The kind's ``index``-th question: no two questions of a kind share a pair below the number of pairs, so
+        test_instances never repeat a training question."""
+        pairs = _pairs(self.kind)
+        first, second = pairs[index % len(pairs)]
+        if self.larger_first and _fact(first, self.field) < _fact(second, self.field):  # type: ignore[operator]
+            first, second = second, first
+        return self.made(first, second)
 
 
-def _pop_sum_of(first: str, second: str) -> Made:
-    a, b = _fact(first, "population_millions"), _fact(second, "population_millions")
-    answer = round(a + b, 2)  # type: ignore[operator]
-    return f"What is the combined population of {first} and {second}, in millions?", answer, (a, b, answer)
+_PAIRED: dict[str, _PairedKind] = {
+    "pop_sum": _PairedKind(
+        "pop_sum",
+        "population_millions",
+        lambda a, b: a + b,
+        "What is the combined population of {first} and {second}, in millions?",
+        larger_first=False,
+    ),
+    "pop_diff": _PairedKind(
+        "pop_diff",
+        "population_millions",
+        lambda a, b: a - b,
+        "How many million more people live in {first} than in {second}?",
+        larger_first=True,
+    ),
+    "area_sum": _PairedKind(
+        "area_sum",
+        "area_km2",
+        lambda a, b: a + b,
+        "What is the combined area of {first} and {second} in square kilometres?",
+        larger_first=False,
+    ),
+    "area_diff": _PairedKind(
+        "area_diff",
+        "area_km2",
+        lambda a, b: a - b,
+        "How many square kilometres larger is {first} than {second}?",
+        larger_first=True,
+    ),
+    "pop_ratio": _PairedKind(
+        "pop_ratio",
+        "population_millions",
+        lambda a, b: a / b,
+        "How many times the population of {second} is the population of {first}? Round to 2 decimals.",
+        larger_first=True,
+    ),
+}
 
 
 def _density_of(country: str) -> Made:
@@ -138,42 +185,9 @@ def _density_of(country: str) -> Made:
     return text, answer, (people, area, answer)
 
 
-def _pop_sum(index: int) -> Made:
-    return _pop_sum_of(*_pair("pop_sum", index))
-
-
-def _pop_diff(index: int) -> Made:
-    first, second = _pair("pop_diff", index, "population_millions")
-    a, b = _fact(first, "population_millions"), _fact(second, "population_millions")
-    answer = round(a - b, 2)  # type: ignore[operator]
-    return f"How many million more people live in {first} than in {second}?", answer, (a, b, answer)
-
-
-def _area_sum(index: int) -> Made:
-    first, second = _pair("area_sum", index)
-    a, b = _fact(first, "area_km2"), _fact(second, "area_km2")
-    answer = round(a + b, 2)  # type: ignore[operator]
-    return f"What is the combined area of {first} and {second} in square kilometres?", answer, (a, b, answer)
-
-
-def _area_diff(index: int) -> Made:
-    first, second = _pair("area_diff", index, "area_km2")
-    a, b = _fact(first, "area_km2"), _fact(second, "area_km2")
-    answer = round(a - b, 2)  # type: ignore[operator]
-    return f"How many square kilometres larger is {first} than {second}?", answer, (a, b, answer)
-
-
 def _density(index: int) -> Made:
     countries = sorted(country_table())
     return _density_of(countries[index % len(countries)])
-
-
-def _pop_ratio(index: int) -> Made:
-    first, second = _pair("pop_ratio", index, "population_millions")
-    a, b = _fact(first, "population_millions"), _fact(second, "population_millions")
-    answer = round(a / b, 2)  # type: ignore[operator]
-    text = f"How many times the population of {second} is the population of {first}? Round to 2 decimals."
-    return text, answer, (a, b, answer)
 
 
 _MAKERS: dict[str, Callable[[random.Random], Made]] = {
@@ -185,12 +199,8 @@ _MAKERS: dict[str, Callable[[random.Random], Made]] = {
 # Chained questions are drawn from a fixed order of country pairs by their index (a seeded draw per id would
 # repeat pairs, and a repeated pair would put a training question into test_instances).
 _CHAINED: dict[str, Callable[[int], Made]] = {
-    "pop_sum": _pop_sum,
-    "pop_diff": _pop_diff,
-    "area_sum": _area_sum,
-    "area_diff": _area_diff,
+    **{kind: paired.at for kind, paired in _PAIRED.items()},
     "density": _density,
-    "pop_ratio": _pop_ratio,
 }
 
 
