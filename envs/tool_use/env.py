@@ -3,8 +3,8 @@
 Each turn either calls tools (results come back as tool messages; malformed calls come back as
 error messages the model can fix) or answers. Outcome: 1 for a correct answer (numbers within
 0.01), or with ``reward="graded"`` partial credit for numbers within 10 %. Optional per-turn rewards
-(``fact_reward``, ``call_reward``) pay a turn for calls that ran and for tool results that returned a
-value the answer needs; the outcome stays separate (``info["outcome"]``), so per-turn credit schemes
+(``fact_reward``, ``call_reward``) pay a turn for tool results that returned a value the answer needs and
+charge a failed call; the outcome stays separate (``info["outcome"]``), so per-turn credit schemes
 read them as turn signals (docs/writing-an-environment.md, "Rewards").
 """
 
