@@ -60,6 +60,21 @@ def _per_task_pass(path: Path) -> dict[str, float]:
     return {t["task_id"]: statistics.fmean(t["successes"]) for t in tasks if t["successes"]}
 
 
+def eval_report_paths(run_dir: Path, split: str) -> tuple[Path, Path]:
+    """Where a run keeps its evaluation of ``split`` before and after training."""
+    before, after = (run_dir / f"eval-{phase}-{split}.json" for phase in ("before", "after"))
+    return before, after
+
+
+def per_task_gains(run_dir: Path, split: str) -> dict[str, float] | None:
+    """Per task both evaluations ran: pass@1 after minus before; None when either report is missing."""
+    before_path, after_path = eval_report_paths(run_dir, split)
+    if not (before_path.exists() and after_path.exists()):
+        return None
+    before, after = _per_task_pass(before_path), _per_task_pass(after_path)
+    return {task: after[task] - before[task] for task in after if task in before}
+
+
 def paired_gain(run_dir: Path, split: str) -> dict[str, Any] | None:
     """pass@1 after minus before on the tasks both evaluations ran, with its 95 % t-interval over tasks.
 
@@ -68,11 +83,8 @@ def paired_gain(run_dir: Path, split: str) -> dict[str, Any] | None:
     Both evaluations use the same sampling seeds per task, so the difference cancels what the task shares.
     None when either report is missing (e.g. a resumed run evaluated before in an earlier job that was lost).
     """
-    before_path, after_path = (run_dir / f"eval-{phase}-{split}.json" for phase in ("before", "after"))
-    if not (before_path.exists() and after_path.exists()):
-        return None
-    before, after = _per_task_pass(before_path), _per_task_pass(after_path)
-    return t_interval([after[task] - before[task] for task in after if task in before])
+    gains = per_task_gains(run_dir, split)
+    return None if gains is None else t_interval(list(gains.values()))
 
 
 def gain_metrics(gain: dict[str, Any] | None, split: str) -> dict[str, float]:

@@ -28,20 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mainjob_targets import quarter_rise  # noqa: E402
 
+from agentrl.trainer.heldout import eval_report_paths, per_task_gains  # noqa: E402
 from agentrl.util.stats import t_interval  # noqa: E402
 
 
 def _per_task_gain(run_dir: Path, split: str) -> dict[str, float]:
     """Per task: pass@1 after minus before (SystemExit naming the missing evaluation)."""
-    per_phase = []
-    for phase in ("before", "after"):
-        path = run_dir / f"eval-{phase}-{split}.json"
-        if not path.is_file():
-            raise SystemExit(f"{path} is missing: the run did not evaluate {split!r} {phase} training")
-        tasks = json.loads(path.read_text(encoding="utf-8"))["tasks"]
-        per_phase.append({t["task_id"]: statistics.fmean(t["successes"]) for t in tasks if t["successes"]})
-    before, after = per_phase
-    return {task: after[task] - before[task] for task in after if task in before}
+    gains = per_task_gains(run_dir, split)
+    if gains is None:
+        missing = [str(p) for p in eval_report_paths(run_dir, split) if not p.is_file()]
+        raise SystemExit(f"{', '.join(missing)} missing: the run did not evaluate {split!r} before and after training")
+    return gains
 
 
 def _training_rise(run_dir: Path) -> float | None:
