@@ -178,6 +178,7 @@ class PolicyUpdater:
             metrics.update(self.audit_engine_logprobs(rows))
         totals = _Totals()
         grad_norms: list[float] = []
+        lr = self.scheduler.get_last_lr()[0]  # the update's first step uses it; after the loop the schedule moved on
         for index, mini in enumerate(split_mini_batches(rows, self.cfg.mini_batches)):
             norm = self._mini_batch_step(mini, totals, first=index == 0)
             if norm is not None:
@@ -185,6 +186,7 @@ class PolicyUpdater:
         if self._mismatch is not None:  # complete only now: mini-batch 0's forward measured its fused rows
             metrics.update(self._mismatch.metrics("mismatch"))
         metrics.update(self._summarize(totals, grad_norms, len(rows), time.perf_counter() - start))
+        metrics["train/lr"] = lr
         metrics["train/stale_masked_tokens"] = float(sum(r.stale_tokens for r in rows))  # algorithm.max_token_lag
         return metrics
 
@@ -264,7 +266,6 @@ class PolicyUpdater:
                 "train/loss": sums["loss"] / self.dist.world_size / self.cfg.mini_batches,
                 "train/entropy": sums["entropy_sum"] / max(tokens, 1.0),
                 "train/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else 0.0,
-                "train/lr": self.scheduler.get_last_lr()[0],
                 "train/optimizer_steps": float(len(grad_norms)),
                 "train/skipped_zero_adv_rows": sums["skipped_rows"],
                 "train/rows": float(num_rows),

@@ -112,7 +112,8 @@ def test_a_mini_batch_without_signal_still_steps_the_lr_schedule(tiny_lm: torch.
     flat = build_rows(make_groups(tiny_lm, [[0.5, 0.5], [1.0, 1.0]]), 2, AlgorithmConfig(), 0)
     signal = build_rows(make_groups(tiny_lm, [[1.0, 0.0], [0.0, 1.0]]), 2, AlgorithmConfig(), 0)
     lrs = [updater.update(rows)["train/lr"] for rows in (flat, flat, signal, flat, signal)]
-    assert lrs == pytest.approx([8e-4, 6e-4, 4e-4, 2e-4, 0.0])  # was 1e-3 until the first signal step
+    # train/lr: the LR of the update's first optimizer step; updates without signal advance the schedule too
+    assert lrs == pytest.approx([1e-3, 8e-4, 6e-4, 4e-4, 2e-4])
     assert updater.scheduler.last_epoch == 10
 
 
