@@ -1,8 +1,10 @@
 """What the kill-and-resume tests share: start a real ``agentrl rollout`` job, read the partial episodes it
-stored (read-only, while it runs), wait for a condition while the job is alive, and SIGKILL it."""
+stored and the steps it logged (read-only, while it runs), wait for a condition while the job is alive, and
+SIGKILL it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -36,6 +38,18 @@ def stored_partials(db: Path) -> list[Episode]:
     except sqlite3.OperationalError:  # tables not created yet
         return []
     return [Episode.model_validate_json(row[0]) for row in rows]
+
+
+def logged_steps(run_dir: Path) -> list[int]:
+    """The training steps ``metrics.jsonl`` recorded so far, in order (held-out evaluation records excluded).
+
+    Read while the job may be appending: a last line without its newline is still being written and is left out.
+    """
+    path = run_dir / "metrics.jsonl"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    complete = text[: text.rfind("\n") + 1]
+    records = [json.loads(line) for line in complete.splitlines() if line.strip()]
+    return [r["step"] for r in records if "episode/reward_mean" in r]
 
 
 def wait_while_alive(

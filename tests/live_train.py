@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from job_harness import logged_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,15 +48,6 @@ def start_train(config: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
-def step_records(run_dir: Path) -> list[int]:
-    """The steps metrics.jsonl recorded a training step for, in order ([] before the first)."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r["step"] for r in records if "episode/reward_mean" in r]
-
-
 def trained_groups(run_dir: Path) -> Counter[tuple[int, str]]:
     """(step, group id) -> how many trained episodes of that group the trajectory archive holds."""
     seen: Counter[tuple[int, str]] = Counter()
@@ -70,7 +62,7 @@ def trained_groups(run_dir: Path) -> Counter[tuple[int, str]]:
 
 def assert_trained_once_each(run_dir: Path, steps: int, groups_per_step: int, log: Path) -> None:
     """Every step recorded once, in order; every group trained in exactly one step, none archived twice."""
-    assert step_records(run_dir) == list(range(1, steps + 1)), log.read_text()[-3000:]
+    assert logged_steps(run_dir) == list(range(1, steps + 1)), log.read_text()[-3000:]
     trained = trained_groups(run_dir)
     assert set(trained.values()) == {1}, trained  # no group archived twice
     assert Counter(step for step, _ in trained) == {step: groups_per_step for step in range(1, steps + 1)}

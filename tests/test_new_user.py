@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from job_harness import logged_steps
 
 from agentrl.chat import ChatAssembler
 from agentrl.chat.messages import system, user
@@ -275,12 +276,6 @@ def _wait_for(predicate: Any, proc: subprocess.Popen[str], what: str, timeout: f
         time.sleep(0.2)
 
 
-def _steps(run_dir: Path) -> list[int]:
-    path = run_dir / "metrics.jsonl"
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [json.loads(line)["step"] for line in lines if "episode/reward_mean" in line]
-
-
 @pytest.mark.slow
 def test_the_newcomers_adventure_from_a_custom_class_to_a_resume_with_only_the_run_directory(
     tiny_model_dir: Path, tmp_path: Path
@@ -341,8 +336,8 @@ def test_the_newcomers_adventure_from_a_custom_class_to_a_resume_with_only_the_r
     assert (run_dir / "config.yaml").is_file()
     (tmp_path / good.name).unlink()  # the original config is gone: the run directory must be enough
     proc = _agentrl(tmp_path, "train", "--resume", str(run_dir), log=log)
-    done_before = len(_steps(run_dir))
-    _wait_for(lambda: len(_steps(run_dir)) > done_before, proc, "a resumed step")
+    done_before = len(logged_steps(run_dir))
+    _wait_for(lambda: len(logged_steps(run_dir)) > done_before, proc, "a resumed step")
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=300) == 130, log.read_text()[-3000:]
     assert f"Resume with: agentrl train --resume {run_dir}" in log.read_text()
@@ -350,7 +345,7 @@ def test_the_newcomers_adventure_from_a_custom_class_to_a_resume_with_only_the_r
     assert rc == 2 and "trainer.steps: 4 in the run, 6 now" in out, out[-3000:]  # not 40/6 silently
     rc, out = _finish(_agentrl(tmp_path, "train", "--resume", str(run_dir)))
     assert rc == 0, out[-3000:]
-    assert _steps(run_dir) == [1, 2, 3, 4]
+    assert logged_steps(run_dir) == [1, 2, 3, 4]
     assert (run_dir / "plots.png").is_file()
 
 
@@ -516,7 +511,7 @@ def test_the_newcomers_sql_analyst_from_the_docs_to_the_openai_client(tiny_model
     rc, _ = _finish(_agentrl(tmp_path, "train", "--resume", str(run_dir), log=log))
     text = log.read_text()
     assert rc == 0, text[-3000:]
-    assert _steps(run_dir) == [1, 2, 3, 4]
+    assert logged_steps(run_dir) == [1, 2, 3, 4]
     step_lines = [line for line in text.splitlines() if line.startswith("[train] step 4/4 reward")]
     assert len(step_lines) == 1 and " turns " in step_lines[0] and " tok/s " in step_lines[0]
     assert "(rollout " in step_lines[0] and "…" not in text

@@ -79,11 +79,11 @@ def test_a_budget_below_one_test_limit_is_refused_with_the_fix() -> None:
 def test_a_looping_submission_costs_the_env_one_budget_per_check(sandbox_kind: str) -> None:
     task = next(t for t in generate_tasks(split="all") if t.kind == "arith")
     env = CodeAgentEnv(
-        split="all", max_turns=1, test_timeout_s=0.5, grading_timeout_s=1.0, sandbox={"kind": sandbox_kind}
+        split="all", max_turns=1, test_timeout_s=1.0, grading_timeout_s=1.5, sandbox={"kind": sandbox_kind}
     )
     try:
         env.reset(seed=0, options={"task_id": task.task_id})
-        assert env.grader.config.total_timeout_s == 1.0
+        assert env.grader.config.total_timeout_s == 1.5
         looping = f"def {task.entry_point}(*args):\n    while True:\n        pass\n"
         started = time.monotonic()
         _, _, terminated, _, info = env.step(f"```python\n{looping}```")
@@ -93,6 +93,7 @@ def test_a_looping_submission_costs_the_env_one_budget_per_check(sandbox_kind: s
     hidden = info["tests_total"]
     assert terminated and info["tests_passed"] == 0 and hidden >= 5
     assert any("budget" in error for error in info["errors"]), info["errors"]
-    # two checks (visible examples, hidden tests) of one budget each, against 0.5 s x every test before
-    assert info["sandbox_time_s"] < 2 * 1.0 + 2.0 < 0.5 * (hidden + 3), info["sandbox_time_s"]
-    assert elapsed < 0.5 * (hidden + 3) + 10.0
+    # two checks (visible examples, hidden tests) of one budget each, against 1 s x every test without one; the
+    # 4 s of slack cover container overheads on a slow 2-core machine (4.6 s in all was seen with 0.5 s budgets)
+    assert info["sandbox_time_s"] < 2 * 1.5 + 4.0 < 1.0 * (hidden + 3), info["sandbox_time_s"]
+    assert elapsed < 1.0 * (hidden + 3) + 10.0

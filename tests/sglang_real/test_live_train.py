@@ -36,8 +36,8 @@ def server(llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 def test_train_on_the_real_server_killed_and_resumed(server: LiveServer, llama_dir: Path, tmp_path: Path) -> None:
     sys.path.insert(0, str(TESTS))
-    from job_harness import sigkill, wait_while_alive
-    from live_train import assert_trained_once_each, code_agent_like, start_train, step_records
+    from job_harness import logged_steps, sigkill, wait_while_alive
+    from live_train import assert_trained_once_each, code_agent_like, start_train
 
     engine = {"kind": "sglang", "urls": [server.url]}
     config, log = code_agent_like(tmp_path, llama_dir, engine, STEPS), tmp_path / "job.log"
@@ -45,7 +45,7 @@ def test_train_on_the_real_server_killed_and_resumed(server: LiveServer, llama_d
     killed = start_train(config, log)
     wait_while_alive(lambda: (run_dir / "checkpoints" / "latest").exists(), killed, log, "a checkpoint", 600)
     sigkill(killed)
-    done = step_records(run_dir)
+    done = logged_steps(run_dir)
     assert done and done[-1] < STEPS, "killed too late to test a resume"
     resumed = start_train(config, log, "--resume", str(run_dir))
     assert resumed.wait(timeout=900) == 0, log.read_text()[-4000:]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from job_harness import sigkill, stored_partials, wait_while_alive
+from job_harness import logged_steps, sigkill, stored_partials, wait_while_alive
 
 from agentrl.trajectory import Episode
 
@@ -49,15 +49,6 @@ def start_train(config: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
-def step_records(run_dir: Path) -> list[int]:
-    """Steps logged in metrics.jsonl (held-out evaluation records excluded)."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r["step"] for r in records if "episode/reward_mean" in r]
-
-
 def archived_trained(run_dir: Path) -> Counter[tuple[int, str]]:
     """(step, group id) of every trained group in every archive file, duplicates counted (no reader dedup)."""
     seen: Counter[tuple[int, str]] = Counter()
@@ -71,7 +62,7 @@ def archived_trained(run_dir: Path) -> Counter[tuple[int, str]]:
 
 
 def assert_nothing_lost_or_doubled(run_dir: Path) -> None:
-    assert step_records(run_dir) == list(range(1, STEPS + 1))
+    assert logged_steps(run_dir) == list(range(1, STEPS + 1))
     trained = archived_trained(run_dir)
     assert set(trained.values()) == {1}, trained  # no group archived twice
     per_step = Counter(step for step, _ in trained)
@@ -88,12 +79,12 @@ def test_sigint_ends_at_a_step_boundary_with_a_checkpoint_then_resume(tiny_model
     config, log = quickstart_like(tmp_path, tiny_model_dir, "process", checkpoint_every_steps=100), tmp_path / "job.log"
     run_dir = tmp_path / "runs" / "run"
     proc = start_train(config, log)
-    wait_while_alive(lambda: len(step_records(run_dir)) >= 2, proc, log, "step 2 was logged")
-    logged = len(step_records(run_dir))
+    wait_while_alive(lambda: len(logged_steps(run_dir)) >= 2, proc, log, "step 2 was logged")
+    logged = len(logged_steps(run_dir))
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=180) == 130, log.read_text()[-3000:]
     text = log.read_text()
-    stopped = step_records(run_dir)[-1]
+    stopped = logged_steps(run_dir)[-1]
     # The step under way finished and no other started (+2 only if a whole step ended between read and signal).
     assert stopped in (logged + 1, logged + 2) and stopped < STEPS
     assert "SIGINT: stopping after the current step" in text and f"stopped after step {stopped} on SIGINT" in text
@@ -150,7 +141,7 @@ def test_sigkill_then_resume_loses_nothing_and_reaps_the_killed_jobs_containers(
     )
     sigkill(killed)
     partials = checkpoint_partials(run_dir)
-    assert partials and step_records(run_dir)[-1] < STEPS
+    assert partials and logged_steps(run_dir)[-1] < STEPS
     assert containers_of(killed_owner), "the kill should have left the job's sandbox containers behind"
 
     resumed = start_train(config, log, "--resume", str(run_dir))

@@ -24,8 +24,8 @@ def test_train_on_the_real_vllm_server_killed_and_resumed(
     vllm_server: VLLMServer, vllm_model_dir: Path, tmp_path: Path
 ) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
-    from job_harness import sigkill, wait_while_alive
-    from live_train import assert_trained_once_each, code_agent_like, start_train, step_records
+    from job_harness import logged_steps, sigkill, wait_while_alive
+    from live_train import assert_trained_once_each, code_agent_like, start_train
 
     engine = {"kind": "vllm", "urls": [vllm_server.url]}
     config, log = code_agent_like(tmp_path, vllm_model_dir, engine, STEPS), tmp_path / "job.log"
@@ -33,7 +33,7 @@ def test_train_on_the_real_vllm_server_killed_and_resumed(
     killed = start_train(config, log)
     wait_while_alive(lambda: (run_dir / "checkpoints" / "latest").exists(), killed, log, "a checkpoint", 600)
     sigkill(killed)
-    done = step_records(run_dir)
+    done = logged_steps(run_dir)
     assert done and done[-1] < STEPS, "killed too late to test a resume"
     resumed = start_train(config, log, "--resume", str(run_dir))
     assert resumed.wait(timeout=900) == 0, log.read_text()[-4000:]
