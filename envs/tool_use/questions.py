@@ -140,41 +140,44 @@ class _PairedKind:
 
 
 _PAIRED: dict[str, _PairedKind] = {
-    "pop_sum": _PairedKind(
-        "pop_sum",
-        "population_millions",
-        lambda a, b: a + b,
-        "What is the combined population of {first} and {second}, in millions?",
-        larger_first=False,
-    ),
-    "pop_diff": _PairedKind(
-        "pop_diff",
-        "population_millions",
-        lambda a, b: a - b,
-        "How many million more people live in {first} than in {second}?",
-        larger_first=True,
-    ),
-    "area_sum": _PairedKind(
-        "area_sum",
-        "area_km2",
-        lambda a, b: a + b,
-        "What is the combined area of {first} and {second} in square kilometres?",
-        larger_first=False,
-    ),
-    "area_diff": _PairedKind(
-        "area_diff",
-        "area_km2",
-        lambda a, b: a - b,
-        "How many square kilometres larger is {first} than {second}?",
-        larger_first=True,
-    ),
-    "pop_ratio": _PairedKind(
-        "pop_ratio",
-        "population_millions",
-        lambda a, b: a / b,
-        "How many times the population of {second} is the population of {first}? Round to 2 decimals.",
-        larger_first=True,
-    ),
+    paired.kind: paired
+    for paired in (
+        _PairedKind(
+            "pop_sum",
+            "population_millions",
+            lambda a, b: a + b,
+            "What is the combined population of {first} and {second}, in millions?",
+            larger_first=False,
+        ),
+        _PairedKind(
+            "pop_diff",
+            "population_millions",
+            lambda a, b: a - b,
+            "How many million more people live in {first} than in {second}?",
+            larger_first=True,
+        ),
+        _PairedKind(
+            "area_sum",
+            "area_km2",
+            lambda a, b: a + b,
+            "What is the combined area of {first} and {second} in square kilometres?",
+            larger_first=False,
+        ),
+        _PairedKind(
+            "area_diff",
+            "area_km2",
+            lambda a, b: a - b,
+            "How many square kilometres larger is {first} than {second}?",
+            larger_first=True,
+        ),
+        _PairedKind(
+            "pop_ratio",
+            "population_millions",
+            lambda a, b: a / b,
+            "How many times the population of {second} is the population of {first}? Round to 2 decimals.",
+            larger_first=True,
+        ),
+    )
 }
 
 
