@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from pydantic import BaseModel, ConfigDict
 
 
@@ -12,11 +10,7 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    renamed_keys: ClassVar[dict[str, str]] = {}
-    """A key this section no longer has -> the key that took its place: the unknown key's error names the new one."""
-
     @classmethod
     def unknown_key_hint(cls, key: str) -> str:
-        """The fix for an unknown key: its new name when it was renamed, else nothing."""
-        new = cls.renamed_keys.get(key)
-        return f"renamed: write {new} instead of {key}." if new else ""
+        """The fix for an unknown key that a spelling guess would miss (a section overrides it); '' for none."""
+        return ""

@@ -32,8 +32,6 @@ class PluginSettings(StrictModel):
         """The fix for an unknown settings key: this class's own hint, else which registered plug-ins take it."""
         if key in cls.unknown_key_hints:
             return cls.unknown_key_hints[key]
-        if renamed := super().unknown_key_hint(key):
-            return renamed
         for registry in _REGISTRIES:
             if issubclass(cls, registry.base):
                 owners = [n for n in registry.names() if key in registry.get(n).model_fields and key != "kind"]
@@ -46,7 +44,7 @@ P = TypeVar("P", bound=PluginSettings)
 
 
 def refuse_name_tag(value: Mapping[str, Any], label: str) -> None:
-    """A mapping tagged ``name:`` (the word before ``kind`` became the one tag of every union) gets the rename."""
+    """A mapping tagged ``name:`` (how many configs elsewhere pick a plug-in) is told that ``kind`` is the tag here."""
     if "name" in value and "kind" not in value:
         raise PydanticCustomError(
             "renamed_tag",
@@ -62,7 +60,7 @@ _REGISTRIES: list[PluginRegistry[Any]] = []
 
 
 def _declared_name(cls: type[PluginSettings]) -> str:
-    if "name" in cls.model_fields:  # the tag's word before it became ``kind`` everywhere
+    if "name" in cls.model_fields:  # one tag word for every union, so a config never guesses which one
         raise ConfigError(
             f"{cls.__name__} declares a 'name' field; a plug-in is tagged by 'kind': write "
             f"kind: Literal[{cls.model_fields['name'].default!r}] = {cls.model_fields['name'].default!r}"

@@ -7,7 +7,7 @@ per backend (``agentrl.engines.registry``) and the algorithm section lives with 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -67,13 +67,6 @@ class EnvConfig(StrictModel):
 
 class TrainerConfig(StrictModel):
     """Optimisation settings of the policy update."""
-
-    renamed_keys: ClassVar[dict[str, str]] = {
-        "save_every": "checkpoint_every_steps",
-        "save_every_s": "checkpoint_every_s",
-        "share_prefix": "pack_shared_prompts",
-        "share_prefix_max_len": "pack_shared_prompts_max_len",
-    }
 
     steps: int = Field(10, ge=1, description="Training steps (rollout + update) to run.")
     lr: float = Field(1e-6, gt=0.0, description="AdamW learning rate.")

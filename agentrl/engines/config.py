@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from abc import abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -28,8 +28,6 @@ if TYPE_CHECKING:  # the config stays importable without torch; building an engi
 
 class EngineConfig(StrictModel):
     """Settings every engine backend shares; subclass it (and register it) to add a backend."""
-
-    renamed_keys: ClassVar[dict[str, str]] = {"weight_update": "on_weight_update"}
 
     kind: str = Field(description="The engine backend: a registered kind (embedded, sglang, or one you register).")
     import_modules: list[str] = Field(

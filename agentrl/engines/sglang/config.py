@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 class SGLangEngineConfig(ServerEngineConfig):
     """SGLang servers (or ``agentrl serve``, or an sglang-router) over SGLang's native HTTP API."""
 
-    renamed_keys: ClassVar[dict[str, str]] = {**ServerEngineConfig.renamed_keys, "weight_sync": "weight_transfer"}
-
     kind: Literal["sglang"] = Field("sglang", description="SGLang servers over HTTP.")
     server_label: ClassVar[str] = "SGLang servers"
     start_hint: ClassVar[str] = "start them with scripts/launch_sglang.sh and retry"
