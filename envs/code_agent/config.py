@@ -61,11 +61,11 @@ class CodeAgentConfig(BaseModel):
         "values, errors) equal an earlier draft's of the episode, an identical resubmission included: the turn taught "
         "nothing. Not potential-based: it prefers episodes that use their turns to try something new.",
     )
-    grading_sandbox_scope: Literal["grading", "episode"] = Field(
-        "grading",
-        description="grading: every check (each draft's examples, the hidden tests) in a fresh sandbox; episode: one "
-        "fresh sandbox for all checks of an episode, removed when it ends (no other episode's code enters it; a "
-        "third of the sandbox starts with three checks per episode; docs/sandbox-security.md, Round 3).",
+    grading_sandbox_scope: Literal["draft", "episode"] = Field(
+        "draft",
+        description="draft: each distinct draft checked in a fresh sandbox that no other code enters, which also runs "
+        "its hidden tests when it is submitted; episode: one fresh sandbox for all checks of an episode, removed when "
+        "it ends (no other episode's code enters it). docs/sandbox-security.md, Round 3.",
     )
     canary_share: float = Field(
         0.05,

@@ -1,8 +1,8 @@
 """CodeAgent-v0: write a function with execution feedback: draft, see the examples fail, fix, submit.
 
 Each turn's ```python block runs in a persistent sandbox session (its output is shown). A block that
-defines the entry point is a *draft*: the grader runs it on the task's visible examples in a fresh
-process of the env's grading sandbox (reset first; run cells never touch it) and the model reads
+defines the entry point is a *draft*: the grader runs it on the task's visible examples in a grading
+sandbox that no other code entered (run cells never touch it; ``grading_sandbox_scope``) and the model reads
 which failed and what they returned or raised. With ``submit: on_pass`` the first draft that passes
 every example is graded by the hidden tests; on the last turn the latest draft is. Reward: the episode
 outcome (hidden tests, ``info["final_reward"]``) plus per-turn shaping
@@ -181,7 +181,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
 
     def _check(self, code: str) -> Verdicts:
         """The draft's verdicts on the visible examples."""
-        with self.grading_sandbox() as sandbox:
+        with self.grading_sandbox(code) as sandbox:
             return self._flagged(
                 run_tests(self.grader, sandbox, self.task.coding_task(), code, self.task.visible_tests())
             )
@@ -230,7 +230,7 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
         return self._grade(code, self._shape(verdicts), verdicts)
 
     def _grade(self, code: str, reward: float, verdicts: Verdicts | None) -> StepResult:
-        with self.grading_sandbox() as sandbox:
+        with self.grading_sandbox(code) as sandbox:
             hidden = self._flagged(
                 run_tests(self.grader, sandbox, self.task.coding_task(), code, self.task.hidden_tests())
             )

@@ -3,9 +3,10 @@ the verified replay of a session's cells on restore, and their release.
 
 Grading never runs in the session's sandbox: the model's run cells could prepare it (write files the graded
 draft reads, leave state in /tmp or /dev/shm). It runs in another sandbox of the same settings that only
-graded code ever enters, used for that one grading and then removed (``grading_sandbox``): the grading pool is
-single-use, so nothing a graded solution leaves behind (a process that escaped the kills, a socket's state, a
-file) reaches the next grading, and a fresh sandbox started ahead of demand takes its place.
+graded code ever enters, one piece of code in each, removed after that code's checks (``grading_sandbox``): the
+grading pool is single-use, so nothing a graded solution leaves behind (a process that escaped the kills, a
+socket's state, a file) reaches another draft's grading, and a fresh sandbox started ahead of demand takes its
+place.
 
 Both come from the process's shared pools (``sandboxes.shared``), one per purpose: an env's session sandbox is
 given back when the env closes, a grading sandbox after each grading, and the pool resets every sandbox given
@@ -59,29 +60,42 @@ class SandboxSession:
             self._sandbox = self._sandbox_pool.acquire()
         return self._sandbox
 
-    _episode_grading: Sandbox | None = None  # with grading_sandbox_scope "episode": this episode's, until it ends
+    # The grading sandbox held for more checks: (what it is kept for: a draft's code, or None for the episode, and
+    # the sandbox). Given back (to be removed) when another draft comes, the episode ends, or a check fails.
+    _held_grading: tuple[str | None, Sandbox] | None = None
 
     @contextlib.contextmanager
-    def grading_sandbox(self) -> Iterator[Sandbox]:
-        """A fresh sandbox no code ever entered, for one grading (then removed, in the background); with
-        ``config.grading_sandbox_scope == "episode"`` the same fresh sandbox for every grading of one episode,
-        removed when the episode ends (``reset_session``, ``close``): no other episode's code ever enters it."""
+    def grading_sandbox(self, code: str | None = None) -> Iterator[Sandbox]:
+        """A grading sandbox no other code ever entered, removed (in the background) once it is given back.
+
+        Without ``code``: a fresh one for this grading alone. With ``code`` and ``config.grading_sandbox_scope``
+        ``draft`` (the default): the one that checked the same code earlier in this episode, else a fresh one (the
+        previous draft's is given back): every check of one draft, its hidden tests included, in one sandbox that
+        only this draft entered. With ``episode``: one fresh sandbox for every check of the episode. A check that
+        raises gives its sandbox back, so a retry never reuses it."""
         pool = grading_pool(self.config.sandbox)
-        if getattr(self.config, "grading_sandbox_scope", "grading") == "episode":
-            if self._episode_grading is None:
-                self._episode_grading = pool.acquire()
-            yield self._episode_grading
+        if code is None:
+            sandbox = pool.acquire()
+            try:
+                yield sandbox
+            finally:
+                pool.release(sandbox)
             return
-        sandbox = pool.acquire()
+        key = code if getattr(self.config, "grading_sandbox_scope", "draft") == "draft" else None
+        if self._held_grading is not None and self._held_grading[0] != key:
+            self.end_episode_grading()
+        if self._held_grading is None:
+            self._held_grading = (key, pool.acquire())
         try:
-            yield sandbox
-        finally:
-            pool.release(sandbox)
+            yield self._held_grading[1]
+        except BaseException:
+            self.end_episode_grading()
+            raise
 
     def end_episode_grading(self) -> None:
-        """Give back (to be removed) the episode's grading sandbox, if it holds one."""
-        if self._episode_grading is not None:
-            sandbox, self._episode_grading = self._episode_grading, None
+        """Give back (to be removed) the grading sandbox held for later checks, if any."""
+        if self._held_grading is not None:
+            (_, sandbox), self._held_grading = self._held_grading, None
             grading_pool(self.config.sandbox).release(sandbox)
 
     @property

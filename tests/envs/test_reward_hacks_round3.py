@@ -234,11 +234,60 @@ def test_an_episode_scoped_grading_sandbox_serves_one_episode_only() -> None:
             env.reset(seed=seed)
             wrong = env.task.wrong[0] if env.task.wrong else "def f():\n    pass\n"
             env.step(f"```python\n{wrong}\n```")  # a draft, checked on the visible examples
-            first = env._episode_grading
+            first = env._held_grading
             env.step(f"```python\n{env.task.solution}\n```")  # passes: graded by the hidden tests
-            assert first is not None and env._episode_grading is first
-            used.append(first)
+            assert first is not None and env._held_grading is not None and env._held_grading[1] is first[1]
+            used.append(first[1])
         env.reset(seed=2)
-        assert env._episode_grading is None and used[0] is not used[1]
+        assert env._held_grading is None and used[0] is not used[1]
     finally:
         env.close()
+
+
+LEAVE_A_NOTE = """
+import os, pathlib
+def {entry}(*args, **kwargs):
+    pathlib.Path('/tmp/note-{token}').write_text('left by an earlier draft')
+    return None
+"""
+
+READ_THE_NOTE = """
+import os
+def {entry}(*args, **kwargs):
+    raise RuntimeError('note seen: ' + str(os.path.exists('/tmp/note-{token}')))
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_draft_scoped_grading_sandbox_holds_one_draft_only(backend: str) -> None:
+    """The default ``grading_sandbox_scope: draft``: a new draft is checked in a fresh sandbox (what the last draft
+    left there is not seen), the submitted draft's hidden tests run where its examples did, and the episode's end
+    gives the sandbox back."""
+    from envs.code_agent import CodeAgentEnv
+    from envs.code_exec.session import grading_pool
+
+    sandbox_settings(backend)
+    needs_root_for_process(backend)
+    env = CodeAgentEnv(max_turns=3, canary_share=0.0, sandbox={"kind": backend})
+    token = uuid.uuid4().hex
+    try:
+        env.reset(seed=0)
+        entry = env.task.entry_point
+        env.step(f"```python\n{LEAVE_A_NOTE.format(entry=entry, token=token)}\n```")
+        first = env._held_grading
+        assert first is not None
+        text = str(env.step(f"```python\n{READ_THE_NOTE.format(entry=entry, token=token)}\n```")[0][0]["content"])
+        assert "note seen: False" in text, text  # the second draft never saw the first draft's sandbox
+        second = env._held_grading
+        assert second is not None and second[1] is not first[1]
+        handed_out = grading_pool(env.config.sandbox).handed_out
+        env.step(f"```python\n{env.task.solution}\n```")  # the last turn: checked, then graded, in one sandbox
+        third = env._held_grading
+        assert third is not None and third[1] is not second[1]
+        assert grading_pool(env.config.sandbox).handed_out - handed_out == 1
+        env.reset(seed=1)
+        assert env._held_grading is None
+    finally:
+        env.close()
+
+
