@@ -83,16 +83,16 @@ class SandboxSession:
             return
         key = code if getattr(self.config, "grading_sandbox_scope", "draft") == "draft" else None
         if self._held_grading is not None and self._held_grading[0] != key:
-            self.end_episode_grading()
+            self.give_back_held_grading()
         if self._held_grading is None:
             self._held_grading = (key, pool.acquire())
         try:
             yield self._held_grading[1]
         except BaseException:
-            self.end_episode_grading()
+            self.give_back_held_grading()
             raise
 
-    def end_episode_grading(self) -> None:
+    def give_back_held_grading(self) -> None:
         """Give back (to be removed) the grading sandbox held for later checks, if any."""
         if self._held_grading is not None:
             (_, sandbox), self._held_grading = self._held_grading, None
@@ -113,7 +113,7 @@ class SandboxSession:
         """Clear the sandbox's Python session, if one was started (none yet means nothing to clear). A reset that
         fails in any way (what the last episode left defeated it) gives the sandbox up: the next use takes a
         fresh one, so nothing a solution did escapes as an error of the env. Ends the episode's grading sandbox."""
-        self.end_episode_grading()
+        self.give_back_held_grading()
         if self._sandbox is None:
             return
         try:
@@ -153,7 +153,7 @@ class SandboxSession:
 
     def close(self) -> None:
         """Give the session sandbox back to its pool and stop the grader's judge process (idempotent)."""
-        self.end_episode_grading()
+        self.give_back_held_grading()
         if self._grader is not None:
             self._grader.close()
             self._grader = None
