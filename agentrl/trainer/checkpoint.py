@@ -67,6 +67,37 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+# Room kept beyond a checkpoint's own bytes: the rollout buffer's copy, trajectories and logs written meanwhile.
+SPACE_MARGIN_BYTES = 256 * 2**20
+
+
+def checkpoint_bytes(numel: int) -> int:
+    """About what one checkpoint of ``numel`` weights takes: float32 weights and AdamW's two float32 moments."""
+    return 12 * numel
+
+
+def require_space(directory: Path, needed: int, what: str) -> None:
+    """CheckpointError naming the fix unless the file system holding ``directory`` has ``needed`` bytes free
+    (plus ``SPACE_MARGIN_BYTES``): a checkpoint that meets a full disk mid-write kills the run with a cryptic
+    error, and everything written after the last checkpoint is lost with it."""
+    probe = directory
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < needed + SPACE_MARGIN_BYTES:
+        raise CheckpointError(
+            f"{what} needs about {(needed + SPACE_MARGIN_BYTES) / 1e9:.2f} GB free on the file system of "
+            f"{directory}, which has {free / 1e9:.2f} GB: free space there, keep fewer checkpoints "
+            "(trainer.keep_checkpoints), or set logging.run_root to a larger file system"
+        )
+
+
+def require_room_for_checkpoints(run_dir: Path, lm: nn.Module, keep: int) -> None:
+    """``require_space`` for a run's ``keep`` checkpoints of ``lm`` and the next one written beside them."""
+    numel = sum(p.numel() for p in lm.parameters())
+    require_space(run_dir, (keep + 1) * checkpoint_bytes(numel), f"keeping {keep} checkpoint(s) of this model")
+
+
 def copy_sqlite(src: Path, dst: Path) -> None:
     """A consistent copy of a live (WAL) SQLite database via the backup API."""
     with sqlite3.connect(str(src)) as source, sqlite3.connect(str(dst)) as target:
@@ -87,12 +118,17 @@ def save_checkpoint(
     keep: int = 2,
     dist: DistInfo = DistInfo(),
 ) -> Path:
-    """Write ``checkpoints/step_XXXXXX`` atomically; every rank writes its optimizer shard first."""
+    """Write ``checkpoints/step_XXXXXX`` atomically; every rank writes its optimizer shard first. Refused before
+    anything is written when the disk lacks room for it (``require_space``): the last checkpoint stays the latest."""
     root = run_dir / "checkpoints"
     final = root / f"step_{step:06d}"
     tmp = root / f".tmp-step_{step:06d}"
     if dist.is_main:
         shutil.rmtree(tmp, ignore_errors=True)
+        buffer = run_dir / BUFFER_FILE
+        needed = checkpoint_bytes(sum(t.numel() for t in state.values()))
+        needed += buffer.stat().st_size if buffer.exists() else 0
+        require_space(root, needed, f"the checkpoint of step {step}")
         if not root.exists():
             root.mkdir(parents=True)
             fsync_path(run_dir)  # the new checkpoints/ entry itself must survive a power loss

@@ -28,7 +28,13 @@ from agentrl.models.loading import set_activation_checkpointing
 from agentrl.trainer.async_loop import engine_threads, run_async_loop, threads_for
 from agentrl.trainer.batch import build_rows
 from agentrl.trainer.boundary import StepBoundaries
-from agentrl.trainer.checkpoint import latest_checkpoint, load_training_state, restore_buffer, set_rng_state
+from agentrl.trainer.checkpoint import (
+    latest_checkpoint,
+    load_training_state,
+    require_room_for_checkpoints,
+    restore_buffer,
+    set_rng_state,
+)
 from agentrl.trainer.distributed import (
     DistInfo,
     close_distributed,
@@ -125,6 +131,8 @@ async def build_session(cfg: RunConfig, run_dir: Path, dist: DistInfo, resume: b
         check_tools(env_factory_for(cfg)(), cfg.env.id)
     tokenizer = load_run_tokenizer(cfg)
     lm, policy = _load_policy(cfg, ckpt.model_dir if ckpt else cfg.model.path, dist)
+    if dist.is_main:  # a disk too small for the checkpoints fails now, not at the first checkpoint
+        require_room_for_checkpoints(run_dir, lm, cfg.trainer.keep_checkpoints)
     updater = PolicyUpdater(
         policy,
         cfg.algorithm,

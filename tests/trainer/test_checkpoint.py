@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,10 @@ import torch
 from agentrl.errors import CheckpointError
 from agentrl.trainer.checkpoint import (
     BUFFER_FILE,
+    SPACE_MARGIN_BYTES,
     latest_checkpoint,
     load_training_state,
+    require_space,
     restore_buffer,
     save_checkpoint,
     set_rng_state,
@@ -108,3 +112,40 @@ def test_a_run_directory_or_its_latest_pointer_names_the_latest_checkpoints_mode
     assert model_dir_of(str(run / "checkpoints" / "latest")) == model
     with pytest.raises(CheckpointError, match="neither a model directory"):
         model_dir_of(tmp_path / "elsewhere")
+
+
+def test_too_little_disk_space_is_an_error_naming_the_fix(tmp_path: Path) -> None:
+    free = shutil.disk_usage(tmp_path).free
+    require_space(tmp_path / "not" / "made" / "yet", 1024, "a small checkpoint")  # the nearest existing parent
+    with pytest.raises(CheckpointError) as info:
+        require_space(tmp_path, free + 2**30, "the checkpoint of step 3")
+    message = str(info.value)
+    assert message.startswith("the checkpoint of step 3 needs about")
+    assert "trainer.keep_checkpoints" in message and "logging.run_root" in message
+
+
+def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written(
+    tiny_lm: torch.nn.Module, tmp_path: Path
+) -> None:
+    """On a real small file system (a tmpfs), filled by a real file: the refused checkpoint leaves the last one
+    the latest and no partial directory behind."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    size_mb = SPACE_MARGIN_BYTES // 2**20 + 64
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(disk)]
+    mounted = subprocess.run(mount, capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.decode().strip()}")
+    try:
+        state = {k: v.detach() for k, v in tiny_lm.state_dict().items()}
+        kwargs: dict[str, Any] = {"lm": tiny_lm, "state": state, "tokenizer": None, "training_state": {}, "meta": {}}
+        save_checkpoint(disk, 1, **kwargs)
+        with open(disk / "filler", "wb") as filler:  # leaves less than the margin free
+            filler.write(b"\0" * (shutil.disk_usage(disk).free - SPACE_MARGIN_BYTES // 2))
+        with pytest.raises(CheckpointError, match="the checkpoint of step 2 needs about"):
+            save_checkpoint(disk, 2, **kwargs)
+        latest = latest_checkpoint(disk)
+        assert latest is not None and latest.step == 1
+        assert sorted(p.name for p in (disk / "checkpoints").iterdir()) == ["latest", "step_000001"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True, capture_output=True)
