@@ -40,7 +40,8 @@ class AlgorithmConfig(StrictModel):
         validate_default=True,
         description="Policy loss: a registered name (gspo_token, gspo, grpo, or one you register) or a mapping with "
         "its kind and settings, e.g. {kind: grpo, eps_low: 0.2}. Bundled settings: eps_low and eps_high (clip range; "
-        "gspo/gspo_token 3e-4/4e-4, grpo 0.2/0.28) and log_ratio_clamp (gspo/gspo_token, >= 10, off by default).",
+        "gspo/gspo_token 3e-4/4e-4, grpo 0.2/0.28), log_ratio_clamp (gspo/gspo_token, >= 10, off by default) and "
+        "token_norm (gspo_token/grpo: a constant that divides each row's token sum instead of its length; off).",
     )
     turn_advantage: SerializeAsAny[PluginSettings] = Field(
         "outcome",

@@ -64,6 +64,7 @@ class PreparedBatch:
     adv_bt: torch.Tensor  # [B, T] fp32, 0 where masked out
     adv_row: torch.Tensor  # [B] fp32: the row's advantage (its first masked token's when given per token)
     lengths: torch.Tensor  # [B] |y_i| clamped to >= 1
+    norm: torch.Tensor  # [B] what a row's token sum is divided by: |y_i|, or the loss's constant token_norm
     nonempty: torch.Tensor  # [B] bool
     log_s: torch.Tensor  # [B] sequence log-ratio (eq. 7), carries the gradient; clamped when the loss asks
     clamp_hits: torch.Tensor  # [B] bool: rows whose log s the safety clamp cut
@@ -75,7 +76,7 @@ class LossTerms:
 
     per_row: torch.Tensor  # [B]
     clipped_bt: torch.Tensor  # [B, T] bool: tokens the clip acted on (clip_frac_token / clip_frac_seq count them)
-    per_token: torch.Tensor | None = None  # [B, T] when per_row = per_token.sum(-1) / |y_i| (token-level IS weights)
+    per_token: torch.Tensor | None = None  # [B, T] when per_row = per_token.sum(-1) / norm (token-level IS weights)
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ class PolicyLoss(PluginSettings):
                 f"loss {self.kind!r} has no per-token surrogate, so is_correction level 'token' cannot weight it; "
                 "use level: sequence"
             )
-        return x, terms, (terms.per_token * corr.weights).sum(-1) / x.lengths, corr.stats
+        return x, terms, (terms.per_token * corr.weights).sum(-1) / x.norm, corr.stats
 
     def statistics(self, x: PreparedBatch, terms: LossTerms) -> dict[str, float]:
         """Raw statistics of ``metrics`` for this call, plus their ratios and maxima for a one-call caller."""
@@ -317,7 +318,9 @@ def prepare(batch: LossBatch, loss: PolicyLoss) -> PreparedBatch:
         log_s = log_s.clamp(max=cap)
     if not loss.token_advantages and batch.advantages.dim() == 2:
         _check_sequence_advantages(loss.kind, adv_bt, mask)
-    return PreparedBatch(batch, lp_new, lp_old, mask, adv_bt, adv_row, lengths, counts > 0, log_s, clamp_hits)
+    token_norm = getattr(loss, "token_norm", None)
+    norm = lengths if token_norm is None else torch.full_like(lengths, float(token_norm))
+    return PreparedBatch(batch, lp_new, lp_old, mask, adv_bt, adv_row, lengths, norm, counts > 0, log_s, clamp_hits)
 
 
 LOSSES: PluginRegistry[PolicyLoss] = PluginRegistry(

@@ -43,6 +43,14 @@ class ClippedLoss(PolicyLoss):
         3e-4, description="Lower clip range: ratios below 1 - eps_low are clipped (GSPO paper: 3e-4)."
     )
     eps_high: float = Field(4e-4, description="Upper clip range: ratios above 1 + eps_high are clipped (GSPO: 4e-4).")
+    token_norm: int | None = Field(
+        None,
+        ge=1,
+        description="What a row's sum over its tokens is divided by. None: its own length |y_i| (GSPO eq. 13, GRPO), "
+        "so a token of a long response weighs less than one of a short response; a number L: L for every row "
+        "(Dr. GRPO's constant, Liu et al. 2025), so every sampled token weighs the same and a long failing "
+        "response is pushed down as hard per token as a short one.",
+    )
 
     @field_validator("eps_low")
     @classmethod
@@ -85,6 +93,16 @@ class GSPO(SequenceRatioLoss):
     kind: Literal["gspo"] = "gspo"
     token_advantages: ClassVar[bool] = False
 
+    @field_validator("token_norm")
+    @classmethod
+    def _no_token_sum(cls, value: int | None) -> int | None:
+        if value is not None:
+            raise ValueError(
+                "gspo has no sum over tokens to normalise (its 1/|y_i| is inside the sequence ratio s_i); remove "
+                "token_norm or use gspo_token"
+            )
+        return value
+
     def terms(self, x: PreparedBatch) -> LossTerms:
         """min(s_i A_i, clip(s_i) A_i) per row; every token of a clipped row is clipped."""
         s_i = x.log_s.exp()
@@ -99,7 +117,8 @@ class GSPOToken(SequenceRatioLoss):
     kind: Literal["gspo_token"] = "gspo_token"
 
     def terms(self, x: PreparedBatch) -> LossTerms:
-        """(1/|y_i|) sum_t min(s_it A_it, clip(s_it) A_it); clipping is decided per token by the sign of A_it.
+        """(1/|y_i|) sum_t min(s_it A_it, clip(s_it) A_it) (or 1/token_norm); clipping is decided per token by the
+        sign of A_it.
 
         A row the safety clamp cut (log s_i > c) has a constant log s, so its tokens get no gradient
         (docs/algorithm.md#the-safety-clamp):
@@ -111,7 +130,7 @@ class GSPOToken(SequenceRatioLoss):
         s_it = log_s_it.exp()
         per_tok = torch.where(x.mask, surrogate(s_it, x.adv_bt, self.eps_low, self.eps_high), 0.0)
         clipped_bt = clipped(s_it.detach(), x.adv_bt, self.eps_low, self.eps_high) & x.mask
-        return LossTerms(per_tok.sum(-1) / x.lengths, clipped_bt, per_tok)
+        return LossTerms(per_tok.sum(-1) / x.norm, clipped_bt, per_tok)
 
 
 class GRPO(ClippedLoss):
@@ -127,11 +146,11 @@ class GRPO(ClippedLoss):
     }
 
     def terms(self, x: PreparedBatch) -> LossTerms:
-        """(1/|y_i|) sum_t min(w_it A_it, clip(w_it) A_it)."""
+        """(1/|y_i|) sum_t min(w_it A_it, clip(w_it) A_it) (or 1/token_norm)."""
         w_it = (x.logp_new - x.logp_old).exp()
         per_tok = torch.where(x.mask, surrogate(w_it, x.adv_bt, self.eps_low, self.eps_high), 0.0)
         clipped_bt = clipped(w_it.detach(), x.adv_bt, self.eps_low, self.eps_high) & x.mask
-        return LossTerms(per_tok.sum(-1) / x.lengths, clipped_bt, per_tok)
+        return LossTerms(per_tok.sum(-1) / x.norm, clipped_bt, per_tok)
 
 
 def make_loss(variant: str, **settings: Any) -> PolicyLoss:

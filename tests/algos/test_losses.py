@@ -318,3 +318,29 @@ def test_gspo_and_gspo_token_agree_exactly_when_the_clamp_fires() -> None:
     assert torch.allclose(losses[0], losses[1], rtol=1e-6)
     assert torch.allclose(grads[0], grads[1], atol=1e-7)
     assert torch.equal(grads[1][0], torch.zeros(4)) and torch.equal(grads[1][2], torch.zeros(4))
+
+
+@pytest.mark.parametrize("variant", ["gspo_token", "grpo"])
+def test_a_constant_token_norm_weighs_every_token_alike(variant: str) -> None:
+    """On policy, d loss / d logp_it = -A_i / (N |y_i|) by default and -A_i / (N L) with ``token_norm: L``: a token of
+    a long failing row is then pushed down as hard as one of a short failing row (Dr. GRPO's constant normaliser)."""
+    from agentrl.algos.loss_base import LossBatch
+    from agentrl.algos.losses import make_loss
+
+    mask = torch.tensor([[True] * 2 + [False] * 6, [True] * 8])
+    logp = torch.full((2, 8), -1.0)
+    advantages = torch.tensor([-1.0, -1.0])
+    for token_norm, short, long in ((None, 1 / (2 * 2), 1 / (2 * 8)), (16, 1 / (2 * 16), 1 / (2 * 16))):
+        leaf = logp.clone().requires_grad_()
+        loss = make_loss(variant, eps_low=EPS_LOW, eps_high=EPS_HIGH, token_norm=token_norm)
+        loss(LossBatch(leaf, logp, mask, advantages)).loss.backward()
+        assert leaf.grad[0, :2].tolist() == pytest.approx([short] * 2)
+        assert leaf.grad[1].tolist() == pytest.approx([long] * 8)
+        assert leaf.grad[0, 2:].abs().sum().item() == 0.0
+
+
+def test_sequence_gspo_refuses_a_token_norm() -> None:
+    from agentrl.algos.losses import make_loss
+
+    with pytest.raises(ConfigError, match="gspo has no sum over tokens"):
+        make_loss("gspo", token_norm=16)

@@ -289,5 +289,3 @@ def test_a_draft_scoped_grading_sandbox_holds_one_draft_only(backend: str) -> No
         assert env._held_grading is None
     finally:
         env.close()
-
-
