@@ -187,8 +187,11 @@ class CodeAgentEnv(SandboxSession, MultiTurnEnv):
             )
 
     def _flagged(self, verdicts: Verdicts) -> Verdicts:
-        """Add a check's hack flags to the episode's."""
+        """Add a check's hack flags to the episode's; a check whose grading broke (``grading_error``) gives its
+        sandbox back, so the draft's next check runs in a fresh one."""
         self.flags.extend(flag for flag in verdicts.flags if flag not in self.flags)
+        if any(flag.startswith("grading_error") for flag in verdicts.flags):
+            self.give_back_held_grading()
         return verdicts
 
     def _shape(self, verdicts: Verdicts) -> float:

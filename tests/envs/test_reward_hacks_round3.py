@@ -289,3 +289,23 @@ def test_a_draft_scoped_grading_sandbox_holds_one_draft_only(backend: str) -> No
         assert env._held_grading is None
     finally:
         env.close()
+
+
+def test_a_draft_whose_grading_broke_is_graded_next_in_a_fresh_sandbox() -> None:
+    """The held sandbox dies between a draft's check and its hidden tests (closed for real): that grading is a
+    flagged ``grading_error``, and the sandbox is given back rather than kept for the draft's next check."""
+    from envs.code_agent import CodeAgentEnv
+
+    needs_root_for_process("process")
+    env = CodeAgentEnv(max_turns=2, canary_share=0.0, sandbox={"kind": "process"})
+    try:
+        env.reset(seed=0)
+        wrong = env.task.wrong[0]
+        env.step(f"```python\n{wrong}\n```")
+        assert env._held_grading is not None
+        env._held_grading[1].close()
+        info = env.step(f"```python\n{wrong}\n```")[4]  # the last turn: the same draft, graded where it was checked
+        assert any(flag.startswith("grading_error: SandboxClosedError") for flag in info["hack_flags"])
+        assert env._held_grading is None
+    finally:
+        env.close()
