@@ -292,13 +292,18 @@ def _side_by_side(
     model_dir: str, engine: dict[str, Any], hw: Any, params: Any, arch: Any, args: Any, dtypes: list[str]
 ) -> dict[str, Any]:
     """The ``--compare-*`` engine forms, each run into ``engine`` beside the default, and their speed-ups."""
-    weight_left = native_loop = None
+    weight_left = native_loop = own_matmul = None
     if args.compare_native_loop:  # the default engine (C++ decode loop where it runs) against the Python loop
         python_loop = {"native_kernels": "off"}
         engine["fp32_python_loop"] = engine_section(model_dir, "fp32", hw, params, arch, args, python_loop)
         native_loop = decode_ratios(engine, "fp32", "fp32_python_loop")
+    if args.compare_own_matmul:  # the default engine against one multiplying with torch's matmul at every row count
+        torch_matmul = {"own_matmul_rows": 0}
+        engine["fp32_torch_matmul"] = engine_section(model_dir, "fp32", hw, params, arch, args, torch_matmul)
+        own_matmul = decode_ratios(engine, "fp32", "fp32_torch_matmul")
     if args.compare_weight_left:  # the default engine against one multiplying x @ W.T at every row count
-        engine["fp32_linear"] = engine_section(model_dir, "fp32", hw, params, arch, args, {"weight_left_rows": 0})
+        linear = {"weight_left_rows": 0, "own_matmul_rows": 0}
+        engine["fp32_linear"] = engine_section(model_dir, "fp32", hw, params, arch, args, linear)
         weight_left = decode_ratios(engine, "fp32", "fp32_linear")
     packed = None
     if args.compare_packed and "bf16" in dtypes:  # the default bf16 engine against one calling F.linear
@@ -312,6 +317,7 @@ def _side_by_side(
     return {
         "fp32_default_over_linear": weight_left,
         "fp32_default_over_python_loop": native_loop,
+        "fp32_default_over_torch_matmul": own_matmul,
         "bf16_default_over_unpacked": packed,
         "bf16_default_over_torch_ops": torch_ops,
     }
@@ -354,7 +360,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", type=int, nargs="*", default=[], help="Profile decode at these batches.")
     parser.add_argument("--profile-dtype", choices=tuple(DTYPES), default="fp32", help="The profiled engine's dtype.")
     parser.add_argument("--skip-trainer", action="store_true", help="Engine and machine numbers only.")
-    parser.add_argument("--compare-weight-left", action="store_true", help="Also run fp32 with weight_left_rows=0.")
+    parser.add_argument(
+        "--compare-weight-left", action="store_true", help="Also run fp32 with F.linear at every row count."
+    )
+    parser.add_argument(
+        "--compare-own-matmul", action="store_true", help="Also run fp32 with torch's matmul (own_matmul_rows=0)."
+    )
     parser.add_argument("--compare-native-loop", action="store_true", help="Also run fp32 with native_kernels=off.")
     parser.add_argument("--kinds", nargs="+", choices=tuple(KIND_ENV), help="Run once per kind (roofline_kinds.py).")
     parser.add_argument("--rounds", type=int, default=1, help="With --kinds: rounds, kinds alternating.")

@@ -12,7 +12,9 @@ A decode step multiplies ``batch`` rows by every weight matrix of the model. Thr
 - ``sglang`` (bf16 where SGLang's CPU kernels load): their matmul over a VNNI-packed copy of ``W`` (the lean
   forward's bf16 form with ``engine.native_kernels: off``);
 - ``agentrl`` (bf16 where agentrl's own CPU kernels build): its matmul over its packed copy of ``W`` (the lean
-  forward's bf16 form by default, ``engine.native_kernels``).
+  forward's bf16 form by default, ``engine.native_kernels``);
+- ``agentrl_fp32`` (float32 where the portable loop builds, x86-64): agentrl's float32 matmul over the stored ``W``
+  (the lean forward's float32 form up to ``portable.OWN_MATMUL_ROWS`` rows).
 
 At decode's few rows their rates differ severalfold and the ranking differs between CPUs, so each form is timed
 here, side by side, as a step would run it: over every layer's own matrices, so the weights stream from memory
@@ -29,6 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from agentrl.engines.embedded.cpu import native as native_kernels
+from agentrl.engines.embedded.cpu import portable
+from agentrl.engines.embedded.cpu.kernels import MatmulForm
 from agentrl.engines.embedded.cpu.packed_weights import linear_packed, packing_problem
 from agentrl.engines.embedded.cpu.sglang import SglangCpuKernels, kernels_problem, shapes_problem
 from agentrl.engines.embedded.lean_forward import project_rows
@@ -39,14 +43,18 @@ FORMS = ("linear", "in_out", "weight_left")
 def forms_for(dtype: torch.dtype, weight_shapes: Iterable[tuple[int, int]] = ()) -> tuple[str, ...]:
     """The forms an engine of ``dtype`` can use on this CPU for weights of ``(out, in)`` shapes: ``FORMS``, ``packed``
     where packing works, ``sglang`` where SGLang's kernels run and take every shape, ``agentrl`` where agentrl's
-    kernels run too and take every shape."""
+    kernels run too and take every shape, ``agentrl_fp32`` for float32 where the portable loop uses its matmul."""
     cpu = torch.device("cpu")
     shapes = list(weight_shapes)
     packed = ("packed",) if packing_problem(dtype, cpu) is None else ()
     fits = kernels_problem(dtype, cpu) is None and shapes_problem(shapes) is None
     ours = fits and native_kernels.native_problem() is None
     ours = ours and all(native_kernels.shape_problem(shape) is None for shape in shapes)
-    return (*FORMS, *packed, *(("sglang",) if fits else ()), *(("agentrl",) if ours else ()))
+    fp32 = dtype == torch.float32 and portable.own_matmul_rows() > 0 and portable.portable_problem(cpu) is None
+    return (
+        *FORMS, *packed, *(("sglang",) if fits else ()), *(("agentrl",) if ours else ()),
+        *(("agentrl_fp32",) if fp32 else ()),
+    )  # fmt: skip
 
 
 def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
@@ -66,7 +74,7 @@ def model_matmul_shapes(arch: dict[str, Any]) -> dict[str, tuple[int, int]]:
 
 def weight_left(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``x @ weight.T`` computed as ``weight @ x.T``, by the lean forward's own ``project_rows``."""
-    return project_rows(x, weight, None, weight_left=True)
+    return project_rows(x, weight, None, form=MatmulForm.WEIGHT_LEFT)
 
 
 def _products(form: str, x: torch.Tensor, weight: torch.Tensor) -> Any:
@@ -78,6 +86,8 @@ def _products(form: str, x: torch.Tensor, weight: torch.Tensor) -> Any:
     if form == "packed":
         packed = torch.ops.mkldnn._reorder_linear_weight(weight)
         return lambda: linear_packed(x, packed, None)
+    if form == "agentrl_fp32":
+        return lambda: project_rows(x, weight, None, form=MatmulForm.AGENTRL)
     if form in ("sglang", "agentrl"):
         kernels = SglangCpuKernels(native=form == "agentrl")
         vnni = kernels.pack(weight)

@@ -103,7 +103,7 @@ _OP_FAMILIES = {
         "aten::bmm",
         "mkldnn::_linear_pointwise",  # oneDNN's packed bf16 matmul (engine.pack_weights)
         "sgl_kernel::weight_packed_linear",  # SGLang's (engine.cpu_kernels)
-        "agentrl::linear",  # agentrl's own (engine.native_kernels)
+        "agentrl::linear",  # agentrl's own (engine.native_kernels); agentrl::linear_fp32 matches it too
     ),
     "attention": (
         "aten::_scaled_dot_product",

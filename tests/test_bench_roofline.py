@@ -15,9 +15,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from gemm_layouts import forms_for  # noqa: E402
 
+from agentrl.engines.embedded.cpu import portable  # noqa: E402
+
 pytestmark = pytest.mark.bench  # runs a benchmark or study of bench/
 
-FORMS_TIMED = ("linear", "in_out", "weight_left", "packed", "sglang", "agentrl")
+FORMS_TIMED = ("linear", "in_out", "weight_left", "packed", "sglang", "agentrl", "agentrl_fp32")
 
 
 def test_roofline_quick_mode_reports_positive_fractions_for_fp32_and_bf16(tmp_path: Path) -> None:
@@ -77,12 +79,20 @@ def test_roofline_kinds_run_each_kind_in_its_own_process_side_by_side(tmp_path: 
     assert _strip_kinds(argv) == ["--quick", "--batches", "1"]
     out = tmp_path / "kinds.json"
     cmd = [sys.executable, str(ROOT / "bench" / "bench_roofline.py"), "--quick", "--threads", "1", "--bf16", "never"]
-    cmd += ["--batches", "1", "--skip-trainer", "--compare-native-loop", "--kinds", "native", "avx2", "--out", str(out)]
+    cmd += ["--batches", "1", "--skip-trainer", "--compare-native-loop", "--compare-own-matmul"]
+    cmd += ["--kinds", "native", "avx2", "--out", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600, cwd=ROOT)
     report = json.loads(out.read_text())
+    own_matmul_runs = portable.own_matmul_rows() > 0 and portable.portable_problem(torch.device("cpu")) is None
     assert set(report["headline"]) == {"native", "avx2"} and report["env"] == KIND_ENV
     for kind in ("native", "avx2"):
         assert set(report["headline"][kind]) == {"decode_b1", "prefill"}
         assert all(v > 0 for v in report["headline"][kind].values())
         assert set(report["kinds"][kind]["fp32_default_over_python_loop"]) == {"b1", "prefill"}
+        # agentrl's float32 matmul against torch's, side by side where the portable loop runs (x86-64, AVX2/FMA)
+        own = report["kinds"][kind]["fp32_default_over_torch_matmul"]
+        if own_matmul_runs:
+            assert set(own) == {"b1", "prefill"} and all(v > 0 for v in own.values())
+        else:
+            assert own is None
     assert set(report["avx2_over_native"]) == {"decode_b1", "prefill"}

@@ -1,6 +1,6 @@
 """The portable decode path (``agentrl/engines/embedded/cpu/portable.py``): float32 decode-only steps through the C++
 loop give the Python reference loop's logits bit for bit, for each family (qwen2: q/k/v biases; qwen3: per-head q/k
-norms), each matmul form (weight-left at a few rows, ``F.linear`` above), one row and several, rows of different
+norms), each matmul form (agentrl's float32 matmul, weight-left, ``F.linear``), one row and several, rows of different
 lengths (the decode mask), a row joining and one leaving, and after a weight update; the selection by CPU flags under
 ``AGENTRL_CPU_CAPABILITY``; the build cache keyed by its compile flags.
 
@@ -18,7 +18,7 @@ import torch
 
 from agentrl.engines.embedded.cpu import build, portable
 from agentrl.engines.embedded.cpu.isa import kernel_flags
-from agentrl.engines.embedded.cpu.kernels import PortableKernels, TorchOps
+from agentrl.engines.embedded.cpu.kernels import MatmulForm, PortableKernels, TorchOps
 from agentrl.engines.embedded.runner import ModelRunner
 from agentrl.engines.embedded.weights import copy_state_dict
 from agentrl.errors import EngineConfigError
@@ -55,12 +55,14 @@ def _script(runner: ModelRunner, rows: int) -> list[torch.Tensor]:
     return outs
 
 
-def _pair(model: torch.nn.Module, **settings: object) -> dict[bool, ModelRunner]:
+def _pair(model: torch.nn.Module, form: MatmulForm) -> dict[bool, ModelRunner]:
     """Two runners over copies of ``model``: decode steps in C++ (True) and in the Python loop (False), each
-    counting the steps its C++ loop ran."""
+    counting the steps its C++ loop ran, every step's projections in matmul ``form``."""
     runners = {}
     for native_loop in (True, False):
-        runner = ModelRunner(copy.deepcopy(model), max_seq_len=128, native_kernels="on", **settings)
+        runner = ModelRunner(copy.deepcopy(model), max_seq_len=128, native_kernels="on")
+        runner.lean.own_matmul_rows = 1000 if form is MatmulForm.AGENTRL else 0
+        runner.lean.weight_left_rows = 1000 if form is MatmulForm.WEIGHT_LEFT else 0
         assert isinstance(runner.kernels, PortableKernels) and runner.lean.native_loop
         runner.lean.native_loop = native_loop
         loop, calls = runner.lean.decode_loop, runner.lean.decode_loop.run
@@ -70,12 +72,13 @@ def _pair(model: torch.nn.Module, **settings: object) -> dict[bool, ModelRunner]
     return runners
 
 
-@pytest.mark.parametrize("weight_left_rows", [0, 8])
+@pytest.mark.parametrize("form", list(MatmulForm))
 @pytest.mark.parametrize("rows", [1, 3])
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
-def test_the_cpp_loop_gives_the_python_loops_logits_bit_for_bit(kind: str, rows: int, weight_left_rows: int) -> None:
+def test_the_cpp_loop_gives_the_python_loops_logits_bit_for_bit(kind: str, rows: int, form: MatmulForm) -> None:
     _require_portable()
-    runners = _pair(_model(kind, **SHAPE), weight_left_rows=weight_left_rows)
+    runners = _pair(_model(kind, **SHAPE), form)
+    assert runners[True].lean.matmul_form(rows) is form
     in_cpp, in_python = _script(runners[True], rows), _script(runners[False], rows)
     assert len(runners[True].loop_steps) == 8 and not runners[False].loop_steps  # every decode-only step in C++
     for a, b in zip(in_cpp, in_python):
@@ -110,6 +113,21 @@ def test_the_selection_follows_the_capability_cap(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("AGENTRL_CPU_CAPABILITY", "avx9000")
     with pytest.raises(EngineConfigError, match="'avx9000' is not one of"):
         ModelRunner(copy.deepcopy(model), max_seq_len=64)
+
+
+def test_the_own_matmul_setting_is_followed_or_refused_with_the_reason() -> None:
+    _require_portable()
+    model = _model("llama", **SHAPE)
+    auto = ModelRunner(copy.deepcopy(model), max_seq_len=64)
+    assert auto.lean.matmul_form(1) is MatmulForm.AGENTRL and auto.lean.matmul_form(portable.OWN_MATMUL_ROWS + 1) is (
+        MatmulForm.LINEAR
+    )
+    off = ModelRunner(copy.deepcopy(model), max_seq_len=64, own_matmul_rows=0)
+    assert off.lean.matmul_form(1) is MatmulForm.WEIGHT_LEFT and off.lean.matmul_form(9) is MatmulForm.LINEAR
+    with pytest.raises(EngineConfigError, match=r"own_matmul_rows is 16 .*\(engine.native_kernels is off\)"):
+        ModelRunner(copy.deepcopy(model), max_seq_len=64, own_matmul_rows=16, native_kernels="off")
+    with pytest.raises(EngineConfigError, match=r"own_matmul_rows is 16 .*\(the model is not float32\)"):
+        ModelRunner(copy.deepcopy(model).to(torch.bfloat16), max_seq_len=64, own_matmul_rows=16)
 
 
 def test_off_and_other_cpus_fall_back_to_torch_ops(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -59,6 +59,14 @@ class EmbeddedEngineConfig(EngineConfig):
         "CPUs measured. None: 8 for float32 on CPU, else 0 (off). `bench/bench_roofline.py` times both "
         "forms on the machine at hand.",
     )
+    own_matmul_rows: int | None = Field(
+        None,
+        ge=0,
+        description="float32 steps of at most this many token rows multiply through agentrl's float32 matmul "
+        "(AVX2/FMA, batch invariant; before weight_left_rows). None: 128 on x86-64 where the portable decode loop "
+        "builds, else 0 (off); a number above 0 needs that loop (engine.native_kernels). `bench/bench_roofline.py` "
+        "times it against torch's matmul.",
+    )
     pack_weights: bool | None = Field(
         None,
         description="bf16 on CPU: every projection reads a copy of its weight in oneDNN's packed layout, made once per "
@@ -126,6 +134,7 @@ class EmbeddedEngineConfig(EngineConfig):
         twin = self.model_copy(
             update={
                 "weight_left_rows": None,
+                "own_matmul_rows": None,
                 "pack_weights": None,
                 "cpu_kernels": "auto",
                 "prefix_cache_tokens": self.prefix_cache_tokens * resolve_dtype(model.dtype, device).itemsize // 4,

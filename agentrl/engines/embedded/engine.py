@@ -61,6 +61,7 @@ class EmbeddedEngine:
             max_seq_len=self.max_seq_len,
             max_rows=self.config.max_batch_size,
             weight_left_rows=self.config.weight_left_rows,
+            own_matmul_rows=self.config.own_matmul_rows,
             pack_weights=self.config.pack_weights,
             cpu_kernels=self.config.cpu_kernels,
             native_kernels=self.config.native_kernels,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from agentrl.engines.embedded.cpu.kernels import CpuKernels, TorchOps
+from agentrl.engines.embedded.cpu.kernels import CpuKernels, MatmulForm, TorchOps
 from agentrl.engines.embedded.cpu.packed_weights import PackedWeight, linear_packed
 from agentrl.engines.embedded.cpu.sglang import DecodeTable, decode_token_table
 from agentrl.engines.embedded.kv_cache import SlotKVCache, StepLayout
@@ -107,6 +107,8 @@ class LeanForward:
         # the CPU acceleration (cpu/kernels.py; the caller's ``select`` checked it runs here): torch ops by default
         self.cpu = kernels if kernels is not None else TorchOps()
         self.kernels = self.cpu.fused  # fused bf16 ops for the Python loop (None: torch ops)
+        # steps of at most this many token rows multiply through agentrl's float32 matmul (before weight-left)
+        self.own_matmul_rows = self.cpu.own_matmul_rows
         self.pack_weights = isinstance(self.cpu, TorchOps) and self.cpu.pack is not None
         attn = model.model.layers[0].self_attn
         self.head_dim = int(attn.head_dim)
@@ -132,6 +134,13 @@ class LeanForward:
         loop = self.cpu.decode_loop
         self.decode_loop = loop if loop is not None and loop.problem(self) is None else None
         self.native_loop = self.decode_loop is not None  # False: decode steps run the Python loop (tests, profiles)
+
+    def matmul_form(self, rows: int) -> MatmulForm:
+        """How a step of ``rows`` token rows multiplies its projections: agentrl's float32 matmul up to
+        ``own_matmul_rows``, else weight-left up to ``weight_left_rows``, else ``F.linear``."""
+        if rows <= self.own_matmul_rows:
+            return MatmulForm.AGENTRL
+        return MatmulForm.WEIGHT_LEFT if rows <= self.weight_left_rows else MatmulForm.LINEAR
 
     def _capture_model_tensors(self) -> None:
         inner = self.model.model
@@ -197,21 +206,21 @@ class LeanForward:
             self.rope_cos.index_select(0, layout.positions).view(t, 1, dim),
             self.rope_sin_signed.index_select(0, layout.positions).view(t, 1, dim),
         )
-        left = t <= self.weight_left_rows
+        form = self.matmul_form(t)
         for i, lw in enumerate(self.layers):
             h_td = hf_rms_norm(x_td, lw.in_norm, lw.in_eps)
-            qk_thd, v_thd = self._split_heads(lw, _project(h_td, lw.qkv_weight, lw.qkv_bias, lw.qkv_packed, left=left))
+            qk_thd, v_thd = self._split_heads(lw, _project(h_td, lw.qkv_weight, lw.qkv_bias, lw.qkv_packed, form=form))
             qk_thd = self._rotate(qk_thd, rope)
             out_td = self._attention(i, qk_thd[:, : self.heads], qk_thd[:, self.heads :], v_thd, layout, cache, None)
-            x_td = _project(out_td, lw.o_weight, lw.o_bias, lw.o_packed, x_td, left=left)
+            x_td = _project(out_td, lw.o_weight, lw.o_bias, lw.o_packed, x_td, form=form)
             h_td = hf_rms_norm(x_td, lw.post_norm, lw.post_eps)
-            gate_up = _project(h_td, lw.gate_up_weight, lw.gate_up_bias, lw.gate_up_packed, left=left)
+            gate_up = _project(h_td, lw.gate_up_weight, lw.gate_up_bias, lw.gate_up_packed, form=form)
             gate, up = gate_up.split(lw.intermediate, dim=-1)
-            x_td = _project(lw.act(gate) * up, lw.down_weight, lw.down_bias, lw.down_packed, x_td, left=left)
+            x_td = _project(lw.act(gate) * up, lw.down_weight, lw.down_bias, lw.down_packed, x_td, form=form)
         last_nd = x_td if not layout.new_rows else x_td.index_select(0, layout.logit_index)
         head_in = hf_rms_norm(last_nd, self.final_norm, self.final_eps)
-        left = last_nd.shape[0] <= self.weight_left_rows
-        return _project(head_in, self.head_weight, self.head_bias, self.head_packed, left=left)
+        form = self.matmul_form(last_nd.shape[0])
+        return _project(head_in, self.head_weight, self.head_bias, self.head_packed, form=form)
 
     def _kernel_layers(self, x_td: torch.Tensor, layout: StepLayout, cache: SlotKVCache) -> torch.Tensor:
         """The step's layers and head on SGLang's kernels: ``x_td`` holds the residual stream, updated in place by
@@ -307,12 +316,12 @@ def _project(
     packed: PackedWeight | None,
     residual_td: torch.Tensor | None = None,
     *,
-    left: bool,
+    form: MatmulForm,
 ) -> torch.Tensor:
     """``project_rows``, through the weight's packed copy when there is one (the same numbers, faster)."""
-    if packed is not None and not left:
+    if packed is not None and form is MatmulForm.LINEAR:
         return linear_packed(x_td, packed.get(), bias, residual_td)
-    return project_rows(x_td, weight, bias, residual_td, weight_left=left)
+    return project_rows(x_td, weight, bias, residual_td, form=form)
 
 
 def project_rows(
@@ -321,17 +330,21 @@ def project_rows(
     bias: torch.Tensor | None,
     residual_td: torch.Tensor | None = None,
     *,
-    weight_left: bool,
+    form: MatmulForm,
 ) -> torch.Tensor:
     """``residual + x @ weight.T + bias`` over token rows ``[t, in]``, contiguous ``[t, out]``.
 
-    ``weight_left`` computes it as ``weight @ x.T`` (one column per row) and transposes back. At a few rows in
+    ``WEIGHT_LEFT`` computes it as ``weight @ x.T`` (one column per row) and transposes back. At a few rows in
     float32, MKL's kernels for that form stream the weights at about twice the rate of ``F.linear``'s on the
     measured CPUs (``bench/gemm_layouts.py``), and a single row is sent as two identical columns,
     because the one-column product takes a slower path. The result differs from ``F.linear``'s only in float
-    rounding, as it already does between batch sizes.
+    rounding, as it already does between batch sizes. ``AGENTRL`` is agentrl's float32 matmul
+    (``cpu/csrc/linear_fp32.cpp``, loaded with the portable loop): each output summed in one fixed order, so a row's
+    result does not depend on the batch it is in.
     """
-    if not weight_left:
+    if form is MatmulForm.AGENTRL:
+        return torch.ops.agentrl.linear_fp32(x_td, weight, bias, residual_td)
+    if form is MatmulForm.LINEAR:
         if residual_td is None:
             return F.linear(x_td, weight, bias)
         if bias is None:

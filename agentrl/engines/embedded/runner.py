@@ -21,6 +21,7 @@ from agentrl.engines.embedded.lean_forward import (
     lean_support,
     projection_shapes,
 )
+from agentrl.errors import EngineConfigError
 
 
 class ModelRunner:
@@ -43,6 +44,7 @@ class ModelRunner:
         lean: bool = True,
         max_rows: int | None = None,
         weight_left_rows: int | None = None,
+        own_matmul_rows: int | None = None,
         pack_weights: bool | None = None,
         cpu_kernels: CpuKernelsSetting = "auto",
         native_kernels: NativeKernelsSetting = "auto",
@@ -75,9 +77,27 @@ class ModelRunner:
             if self.lean_reason is None
             else None
         )
+        if own_matmul_rows:
+            self._require_own_matmul(own_matmul_rows)
+        if own_matmul_rows is not None and self.lean is not None:
+            self.lean.own_matmul_rows = own_matmul_rows
         # torch threads for the next steps, settable from any thread; None keeps the engine thread's own. The
         # setting is per thread once a thread has used torch, so it is applied here, in the engine's thread.
         self.threads: int | None = None
+
+    def _require_own_matmul(self, rows: int) -> None:
+        """Raise naming why agentrl's float32 matmul cannot take the steps ``engine.own_matmul_rows`` asks for."""
+        if self.lean is not None and self.kernels.own_matmul_rows > 0:
+            return
+        why = (
+            f"the lean forward is not used ({self.lean_reason})" if self.lean is None
+            else "the model is not float32" if self.dtype != torch.float32
+            else self.native_problem or "it is built and measured for x86-64 only"
+        )  # fmt: skip
+        raise EngineConfigError(
+            f"engine.own_matmul_rows is {rows} but agentrl's float32 matmul does not run here ({why}); set it to "
+            "null (auto) or 0"
+        )
 
     @property
     def num_rows(self) -> int:

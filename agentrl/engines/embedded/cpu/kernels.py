@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -31,6 +32,14 @@ if TYPE_CHECKING:
     from agentrl.engines.embedded.layer_weights import LayerWeights
 
 
+class MatmulForm(IntEnum):
+    """How a step's projections multiply (``project_rows``); the value is the portable C++ loop's code for it."""
+
+    LINEAR = 0  # F.linear / addmm: x @ weight.T
+    WEIGHT_LEFT = 1  # weight @ x.T, transposed back
+    AGENTRL = 2  # agentrl's float32 matmul (few rows, AVX2/FMA)
+
+
 class LoopModel(Protocol):
     """What a ``DecodeLoop`` reads from the lean forward: its layers' tensors and the model's shape."""
 
@@ -41,7 +50,6 @@ class LoopModel(Protocol):
     scaling: float
     qk_norm: bool
     qk_eps: float
-    weight_left_rows: int
     rope_cos: torch.Tensor  # [positions, head_dim]
     rope_sin_signed: torch.Tensor  # [positions, head_dim], the first half negated
     cos_sin: torch.Tensor  # [positions, cos half | sin half]
@@ -50,6 +58,10 @@ class LoopModel(Protocol):
     head_weight: torch.Tensor
     head_bias: torch.Tensor | None
     head_packed: PackedWeight | None
+
+    def matmul_form(self, rows: int) -> MatmulForm:
+        """How a step of ``rows`` token rows multiplies its projections."""
+        ...
 
 
 class DecodeLoop(ABC):
@@ -87,9 +99,11 @@ class CpuKernels:
         pack: Callable[[torch.Tensor], torch.Tensor] | None = None,
         fused: SglangCpuKernels | None = None,
         decode_loop: DecodeLoop | None = None,
+        own_matmul_rows: int = 0,
         problems: dict[str, str | None] | None = None,
     ) -> None:
         self.pack, self.fused, self.decode_loop = pack, fused, decode_loop
+        self.own_matmul_rows = own_matmul_rows
         self.problems = dict(problems or {})
 
     def __repr__(self) -> str:
@@ -119,10 +133,10 @@ class SglangKernels(CpuKernels):
 
 
 class PortableKernels(CpuKernels):
-    """fp32 on any CPU the portable loop builds for (AVX2/FMA x86-64, aarch64): torch ops, and decode-only steps
-    in C++ (``portable.py``)."""
+    """fp32 on any CPU the portable loop builds for (AVX2/FMA x86-64, aarch64): decode-only steps in C++
+    (``portable.py``), and steps of a few rows through agentrl's float32 matmul where ``own_matmul_rows``."""
 
     name = "portable"
 
-    def __init__(self, decode_loop: DecodeLoop, problems: dict[str, str | None]) -> None:
-        super().__init__(decode_loop=decode_loop, problems=problems)
+    def __init__(self, decode_loop: DecodeLoop, own_matmul_rows: int, problems: dict[str, str | None]) -> None:
+        super().__init__(decode_loop=decode_loop, own_matmul_rows=own_matmul_rows, problems=problems)

@@ -1,11 +1,15 @@
 """The portable decode path: a float32 decode step's layer loop in C++ (``csrc/portable_layers.cpp``) on any x86-64
 CPU with AVX2/FMA, and on aarch64 (NEON); torch ops (the Python loop) elsewhere.
 
-The loop makes the reference loop's torch calls in its order, so the logits are the Python loop's, bit for bit (the
-tests compare them); what it removes is the Python between the ~20 calls a layer. The arithmetic stays torch's (MKL /
-oneDNN matmuls, SDPA), which chooses its instruction set at run time (capped by ``ATEN_CPU_CAPABILITY``,
-``ONEDNN_MAX_CPU_ISA``, ``MKL_ENABLE_INSTRUCTIONS``). The library is built once per instruction-set family, its
-flags part of the cached file's name (``build.py``); ``portable_problem`` says why it is not used.
+The loop makes the reference loop's calls in its order, so the logits are the Python loop's, bit for bit (the
+tests compare them); what it removes is the Python between the ~20 calls a layer. On x86-64 the projections of steps
+of up to ``OWN_MATMUL_ROWS`` rows run on agentrl's float32 matmul (``csrc/linear_fp32.cpp``, AVX2/FMA), in both loops:
+torch's sgemm (MKL) multiplied SmolLM2's decode weights 1.1-1.5x slower at 8-128 rows, as fast at 1 row, on the
+machine measured (``bench/gemm_layouts.py``, docs/results/portable-cpu.md), and its speed depends on the CPU's vendor. The rest stays torch's (SDPA, norms; the matmuls of
+bigger steps and all of them on aarch64, where the kernel is not measured), which chooses its instruction set at run
+time (capped by ``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``, ``MKL_ENABLE_INSTRUCTIONS``). The library is built
+once per instruction-set family, its flags part of the cached file's name (``build.py``); ``portable_problem`` says
+why it is not used.
 """
 
 from __future__ import annotations
@@ -23,14 +27,18 @@ if TYPE_CHECKING:
     from agentrl.engines.embedded.kv_cache import SlotKVCache, StepLayout
 
 X86_FLAGS = ("avx2", "fma")
-_SOURCES = ("portable_layers.cpp",)
+_SOURCES = ("portable_layers.cpp", "linear_fp32.cpp")
+_HEADERS = ("linear_fp32.h",)
+# steps of at most this many rows multiply through agentrl's matmul on x86-64 (faster than MKL's sgemm from 1 to 128
+# rows of SmolLM2's projections on the machines measured; prefill's hundreds of rows stay with MKL's blocked sgemm)
+OWN_MATMUL_ROWS = 128
 # per family: the compile flags (NEON is part of the aarch64 base instruction set)
 _ARCH_FLAGS = {"x86_64": ("-mavx2", "-mfma"), "aarch64": ("-march=armv8-a",)}
 
 
 def portable_library(family: str) -> KernelLibrary:
     """The portable loop's library for an instruction-set family (``x86_64`` or ``aarch64``)."""
-    return KernelLibrary(f"agentrl_portable_{family}", _SOURCES, (), _ARCH_FLAGS[family])
+    return KernelLibrary(f"agentrl_portable_{family}", _SOURCES, _HEADERS, _ARCH_FLAGS[family])
 
 
 def isa_problem() -> str | None:
@@ -51,6 +59,11 @@ def _load(family: str) -> str | None:
     if hasattr(torch.ops.agentrl, "portable_decode_layers"):
         return None
     return build_and_load(portable_library(family), compiler())
+
+
+def own_matmul_rows() -> int:
+    """Up to how many rows float32 steps multiply through agentrl's matmul here (0 off x86-64: not measured)."""
+    return OWN_MATMUL_ROWS if machine() == "x86_64" else 0
 
 
 def portable_problem(device: torch.device) -> str | None:
@@ -105,7 +118,7 @@ class PortableFp32Loop(DecodeLoop):
         write_col = cache.end - 1 + layout.advance
         return torch.ops.agentrl.portable_decode_layers(
             x_td, layout.positions, model.rope_cos, model.rope_sin_signed, write_col, layout.decode_lo,
-            layout.decode_mask, model.scaling, model.heads, model.kv_heads, model.weight_left_rows, *w,
+            layout.decode_mask, model.scaling, model.heads, model.kv_heads, int(model.matmul_form(x_td.shape[0])), *w,
             cache.keys, cache.values, model.final_norm, model.final_eps, model.head_weight,
             model.head_bias,
         )  # fmt: skip

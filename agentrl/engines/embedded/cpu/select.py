@@ -18,7 +18,7 @@ from agentrl.engines.embedded.cpu.kernels import CpuKernels, PortableKernels, Sg
 from agentrl.engines.embedded.cpu.native import HEAD_DIMS, native_problem, shape_problem
 from agentrl.engines.embedded.cpu.native_loop import NativeBf16Loop
 from agentrl.engines.embedded.cpu.packed_weights import packing_problem
-from agentrl.engines.embedded.cpu.portable import PortableFp32Loop, portable_problem
+from agentrl.engines.embedded.cpu.portable import PortableFp32Loop, own_matmul_rows, portable_problem
 from agentrl.engines.embedded.cpu.sglang import SglangCpuKernels, kernels_problem, shapes_problem
 from agentrl.errors import EngineConfigError
 
@@ -66,7 +66,7 @@ def select(model: ModelShape, settings: KernelSettings) -> CpuKernels:
     if problems["sglang"] is None:
         return SglangKernels(SglangCpuKernels(native=native), NativeBf16Loop() if native else None, problems)
     if native:
-        return PortableKernels(PortableFp32Loop(), problems)
+        return PortableKernels(PortableFp32Loop(), own_matmul_rows(), problems)
     packed = problems["pack"] is None if settings.pack_weights is None else settings.pack_weights
     return TorchOps(packed=packed, problems=problems)
 

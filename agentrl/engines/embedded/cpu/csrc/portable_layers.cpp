@@ -4,21 +4,32 @@
 // the same tensors, so the logits are the Python loop's, bit for bit: only the Python between the ~20 calls a layer
 // is gone. No intrinsics here: the arithmetic is torch's own kernels (MKL/oneDNN matmuls, SDPA), which pick their
 // instruction set at run time; this file is compiled per instruction-set family (AVX2/FMA on x86-64, NEON on aarch64)
-// and cached under a name that includes those flags (build.py). Decode-only steps; the caller checks that.
+// and cached under a name that includes those flags (build.py). Decode-only steps; the caller checks that. Steps of
+// at most `own_rows` rows multiply through agentrl's float32 matmul (linear_fp32.cpp) as the Python loop then does.
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/library.h>
 
 #include <optional>
 #include <vector>
 
+#include "linear_fp32.h"
+
 namespace {
 
-// residual + x @ weight.T + bias over token rows [t, in] (lean_forward.py, project_rows); weight_left computes it as
-// weight @ x.T, a single row sent as two identical columns
+// how a step's projections multiply (lean_forward.py, MatmulForm)
+enum class Form : int64_t { Linear = 0, WeightLeft = 1, Agentrl = 2 };
+
+// residual + x @ weight.T + bias over token rows [t, in] (lean_forward.py, project_rows); WeightLeft computes it as
+// weight @ x.T, a single row sent as two identical columns; Agentrl through linear_fp32
 at::Tensor project_rows(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                        const std::optional<at::Tensor>& residual, bool weight_left) {
-  if (!weight_left) {
+                        const std::optional<at::Tensor>& residual, Form form) {
+  if (form == Form::Agentrl) {  // called directly, not through the dispatcher: named for the profiler here
+    RECORD_FUNCTION("agentrl::linear_fp32", std::vector<c10::IValue>());
+    return agentrl::linear_fp32(x, weight, bias, residual);
+  }
+  if (form == Form::Linear) {
     if (!residual.has_value()) return at::linear(x, weight, bias);
     if (!bias.has_value()) return at::addmm(*residual, x, weight.t());
     return *residual + at::linear(x, weight, bias);
@@ -75,7 +86,7 @@ void check(const at::Tensor& x_td, const at::Tensor& positions, size_t layers,
 at::Tensor portable_decode_layers(
     const at::Tensor& x_in, const at::Tensor& positions, const at::Tensor& rope_cos, const at::Tensor& rope_sin,
     int64_t write_col, int64_t lo, const std::optional<at::Tensor>& mask, double scale, int64_t heads,
-    int64_t kv_heads, int64_t weight_left_rows, at::TensorList in_norms, at::ArrayRef<double> in_eps,
+    int64_t kv_heads, int64_t form_code, at::TensorList in_norms, at::ArrayRef<double> in_eps,
     at::TensorList post_norms, at::ArrayRef<double> post_eps, at::TensorList qkv,
     const c10::List<std::optional<at::Tensor>>& qkv_bias, at::TensorList o,
     const c10::List<std::optional<at::Tensor>>& o_bias, at::TensorList gate_up,
@@ -93,13 +104,14 @@ at::Tensor portable_decode_layers(
               "q_norms, k_norms and qk_eps: one per layer, or none");
   const int64_t t = x_in.size(0), dim = keys[0].size(3);
   const Shape s{heads, kv_heads, dim};
-  const bool left = t <= weight_left_rows;
+  TORCH_CHECK(form_code >= 0 && form_code <= 2, "form: 0 (linear), 1 (weight left) or 2 (agentrl), got ", form_code);
+  const Form form = static_cast<Form>(form_code);
   const at::Tensor cos = rope_cos.index_select(0, positions).view({t, 1, dim});
   const at::Tensor sin = rope_sin.index_select(0, positions).view({t, 1, dim});
   at::Tensor x = x_in;
   for (size_t i = 0; i < layers; ++i) {
     at::Tensor h = rms_norm(x, in_norms[i], in_eps[i]);
-    const at::Tensor qkv_thd = project_rows(h, qkv[i], qkv_bias.get(i), std::nullopt, left)
+    const at::Tensor qkv_thd = project_rows(h, qkv[i], qkv_bias.get(i), std::nullopt, form)
                                    .view({t, heads + 2 * kv_heads, dim});
     at::Tensor qk = qkv_thd.narrow(1, 0, heads + kv_heads);
     if (!q_norms.empty()) {  // LayerWeights.norm_qk_heads: each head normed, q's and k's weights per head (read now:
@@ -110,12 +122,12 @@ at::Tensor portable_decode_layers(
     qk = at::addcmul(qk * cos, qk.roll({dim / 2}, {-1}), sin);
     const at::Tensor out = attend(qk, qkv_thd.narrow(1, heads + kv_heads, kv_heads), keys[i], values[i], write_col,
                                   lo, mask, scale, s);
-    x = project_rows(out, o[i], o_bias.get(i), x, left);
+    x = project_rows(out, o[i], o_bias.get(i), x, form);
     h = rms_norm(x, post_norms[i], post_eps[i]);
-    const auto gate_and_up = project_rows(h, gate_up[i], gate_up_bias.get(i), std::nullopt, left).chunk(2, -1);
-    x = project_rows(at::silu(gate_and_up[0]) * gate_and_up[1], down[i], down_bias.get(i), x, left);
+    const auto gate_and_up = project_rows(h, gate_up[i], gate_up_bias.get(i), std::nullopt, form).chunk(2, -1);
+    x = project_rows(at::silu(gate_and_up[0]) * gate_and_up[1], down[i], down_bias.get(i), x, form);
   }
-  return project_rows(rms_norm(x, final_norm, final_eps), head, head_bias, std::nullopt, left);
+  return project_rows(rms_norm(x, final_norm, final_eps), head, head_bias, std::nullopt, form);
 }
 
 }  // namespace
@@ -123,7 +135,7 @@ at::Tensor portable_decode_layers(
 TORCH_LIBRARY_FRAGMENT(agentrl, m) {
   m.def(
       "portable_decode_layers(Tensor x, Tensor positions, Tensor rope_cos, Tensor rope_sin, int write_col, int lo, "
-      "Tensor? mask, float scale, int heads, int kv_heads, int weight_left_rows, Tensor[] in_norms, float[] in_eps, "
+      "Tensor? mask, float scale, int heads, int kv_heads, int form, Tensor[] in_norms, float[] in_eps, "
       "Tensor[] post_norms, float[] post_eps, Tensor[] qkv, Tensor?[] qkv_bias, Tensor[] o, Tensor?[] o_bias, "
       "Tensor[] gate_up, Tensor?[] gate_up_bias, Tensor[] down, Tensor?[] down_bias, Tensor[] q_norms, "
       "Tensor[] k_norms, float[] qk_eps, Tensor(a!)[] keys, Tensor(b!)[] values, Tensor final_norm, float final_eps, Tensor head, "
