@@ -3,13 +3,13 @@ CPU with AVX2/FMA, and on aarch64 (NEON); torch ops (the Python loop) elsewhere.
 
 The loop makes the reference loop's calls in its order, so the logits are the Python loop's, bit for bit (the
 tests compare them); what it removes is the Python between the ~20 calls a layer. On x86-64 the projections of steps
-of up to ``OWN_MATMUL_ROWS`` rows run on agentrl's float32 matmul (``csrc/linear_fp32.cpp``, AVX2/FMA), in both loops:
-torch's sgemm (MKL) multiplied SmolLM2's decode weights 1.1-1.5x slower at 8-128 rows, as fast at 1 row, on the
-machine measured (``bench/gemm_layouts.py``, docs/results/portable-cpu.md), and its speed depends on the CPU's vendor. The rest stays torch's (SDPA, norms; the matmuls of
-bigger steps and all of them on aarch64, where the kernel is not measured), which chooses its instruction set at run
-time (capped by ``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``, ``MKL_ENABLE_INSTRUCTIONS``). The library is built
-once per instruction-set family, its flags part of the cached file's name (``build.py``); ``portable_problem`` says
-why it is not used.
+of up to ``OWN_MATMUL_ROWS`` rows run on agentrl's float32 matmul (``csrc/linear_fp32.cpp``, AVX2/FMA) in both loops:
+on SmolLM2's projections it outran torch's sgemm (MKL) at every row count from 1 to 128 on the machine measured
+(``bench/gemm_layouts.py``, docs/results/portable-cpu.md), and its speed does not hang on the CPU's vendor. The
+rest stays torch's (SDPA, norms, the matmuls of bigger steps, and all of them on aarch64, where the kernel is not
+measured), which chooses its instruction set at run time (capped by ``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``,
+``MKL_ENABLE_INSTRUCTIONS``). The library is built once per instruction-set family, its flags part of the cached
+file's name (``build.py``); ``portable_problem`` says why it is not used.
 """
 
 from __future__ import annotations
