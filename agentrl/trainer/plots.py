@@ -24,7 +24,7 @@ PANELS: list[tuple[str, list[str]]] = [
     ("reward", ["episode/reward_mean"]),
     (COMPONENTS, []),
     ("reward integrity: canary pass rate, flagged share", ["integrity/canary_pass_rate", "reward/hack_suspect_frac"]),
-    ("success rate", ["episode/success_rate"]),
+    ("success rate", ["episode/success_rate", "rollout/success_rate"]),
     ("turns per episode", ["episode/turns_mean"]),
     ("clip fraction", ["train/clip_frac_seq", "train/clip_frac_token"]),
     ("|log s|", ["train/abs_log_s_mean", "train/mb0_abs_log_s_p90"]),

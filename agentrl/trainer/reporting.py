@@ -31,7 +31,7 @@ def progress_line(step: int, total: int, m: dict[str, float]) -> str:
     """
     line = (
         f"step {step}/{total} reward {m.get('episode/reward_mean', 0.0):.2f} "
-        f"solved {100 * m.get('episode/success_rate', 0.0):.0f}% "
+        f"solved {100 * m.get('rollout/success_rate', m.get('episode/success_rate', 0.0)):.0f}% "
         f"clip {100 * m.get('train/clip_frac_seq', 0.0):.1f}% |log s| {m.get('train/abs_log_s_mean', 0.0):.0e} "
         f"partial {m.get('rollout/groups_carried', 0.0):.0f} (<={m.get('rollout/staleness_max', 0.0):.0f} behind) "
         f"dropped {100 * m.get('rollout/drop_rate', 0.0):.0f}% "

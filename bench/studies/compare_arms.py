@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mainjob_targets import quarter_rise  # noqa: E402
+from mainjob_targets import quarter_rise, success_per_step  # noqa: E402
 
 from agentrl.trainer.heldout import eval_report_paths, per_task_gains  # noqa: E402
 from agentrl.util.stats import t_interval  # noqa: E402
@@ -43,12 +43,8 @@ def _per_task_gain(run_dir: Path, split: str) -> dict[str, float]:
 
 def _training_rise(run_dir: Path) -> float | None:
     """Training success, last quarter of steps minus the first quarter (None: fewer than two steps logged)."""
-    success = []
-    for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if "episode/success_rate" in record:
-            success.append(record["episode/success_rate"])
-    return quarter_rise(success)["rise"]
+    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return quarter_rise(success_per_step([json.loads(line) for line in lines]))["rise"]
 
 
 def _by_seed(run_dirs: list[Path]) -> dict[int, Path]:

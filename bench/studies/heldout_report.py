@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mainjob_targets import targets, targets_text  # noqa: E402
+from mainjob_targets import success_per_step, targets, targets_text  # noqa: E402
 
 from agentrl.trainer.heldout import paired_gain  # noqa: E402
 from agentrl.util.stats import t_interval  # noqa: E402
@@ -67,7 +67,7 @@ def run_summary(run_dir: Path, splits: list[str]) -> dict[str, Any]:
             "behaviour": {k: (before["behaviour"].get(k), after["behaviour"].get(k)) for k in BEHAVIOUR},
         }
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    out["success_per_step"] = [r["episode/success_rate"] for r in steps if "episode/success_rate" in r]
+    out["success_per_step"] = success_per_step(steps)
     # Groups of each batch with a non-zero advantage, and groups dynamic sampling replaced (runs since 2026-12-02).
     out["signal_per_step"] = [
         (r["rollout/signal_groups"], r.get("rollout/groups_filtered", 0.0))

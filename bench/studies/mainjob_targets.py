@@ -26,6 +26,18 @@ from agentrl.util.stats import t_interval  # noqa: E402
 RISE = 0.15
 
 
+def success_per_step(records: list[dict[str, Any]]) -> list[float]:
+    """Training success per step from ``metrics.jsonl`` records: over every group completed in the step
+    (``rollout/success_rate``: dynamic sampling's filtered groups too), else over the trained batch (runs before
+    2026-12-07 logged only ``episode/success_rate``, the same number without dynamic sampling)."""
+    out = []
+    for record in records:
+        value = record.get("rollout/success_rate", record.get("episode/success_rate"))
+        if value is not None and "episode/success_rate" in record:
+            out.append(value)
+    return out
+
+
 def quarter_rise(success_per_step: list[float]) -> dict[str, Any]:
     """First-quarter and last-quarter means of training success (at least one step each) and their difference."""
     n = len(success_per_step)

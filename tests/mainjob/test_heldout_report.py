@@ -176,3 +176,14 @@ def test_a_run_without_its_after_evaluation_is_named(tmp_path: Path, capsys) -> 
         heldout_report.main([str(run), "--splits", "test_kinds"])
     assert exc.value.code == 2
     assert "eval-after-test_kinds.json is missing" in capsys.readouterr().err
+
+
+def test_training_success_counts_the_groups_dynamic_sampling_filtered() -> None:
+    from mainjob_targets import success_per_step
+
+    records = [
+        {"step": 0, "eval/test_instances/pass@1": 0.3},  # an evaluation record is not a step
+        {"step": 1, "episode/success_rate": 0.5, "rollout/success_rate": 0.25},  # dynamic sampling filtered groups
+        {"step": 2, "episode/success_rate": 0.4},  # a run from before rollout/success_rate was logged
+    ]
+    assert success_per_step(records) == [0.25, 0.4]

@@ -72,6 +72,12 @@ def test_groups_without_signal_are_replaced_and_archived(
             assert {g.step for g in filtered} == {1}
             assert batch.metrics["rollout/groups_filtered"] == len(filtered)
             assert batch.metrics["rollout/signal_groups"] == 2
+            # the step's success rate counts the filtered groups' episodes too (the trained batch's own leans to 0.5)
+            completed = [e for g in batch.groups for e in g] + [e for g in filtered for e in g.episodes]
+            expected = sum(e.success for e in completed) / len(completed)
+            assert batch.metrics["rollout/success_rate"] == pytest.approx(expected)
+            trained_rate = sum(e.success for g in batch.groups for e in g) / 8
+            assert batch.metrics["rollout/success_rate"] < trained_rate  # the all-failed tasks pull it down
             orch.commit_step(1)
             moved = TrajectoryArchive(tmp_path).archive(buffer, 1)
             assert moved == 2 + len(filtered) and buffer.load_groups(("filtered",)) == []
