@@ -360,12 +360,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", type=int, nargs="*", default=[], help="Profile decode at these batches.")
     parser.add_argument("--profile-dtype", choices=tuple(DTYPES), default="fp32", help="The profiled engine's dtype.")
     parser.add_argument("--skip-trainer", action="store_true", help="Engine and machine numbers only.")
-    parser.add_argument(
-        "--compare-weight-left", action="store_true", help="Also run fp32 with F.linear at every row count."
-    )
-    parser.add_argument(
-        "--compare-own-matmul", action="store_true", help="Also run fp32 with torch's matmul (own_matmul_rows=0)."
-    )
+    parser.add_argument("--compare-weight-left", action="store_true", help="Also run fp32 with F.linear throughout.")
+    parser.add_argument("--compare-own-matmul", action="store_true", help="Also run fp32 on torch's matmul.")
     parser.add_argument("--compare-native-loop", action="store_true", help="Also run fp32 with native_kernels=off.")
     parser.add_argument("--kinds", nargs="+", choices=tuple(KIND_ENV), help="Run once per kind (roofline_kinds.py).")
     parser.add_argument("--rounds", type=int, default=1, help="With --kinds: rounds, kinds alternating.")

@@ -6,7 +6,10 @@ Times are sums over concurrent episodes (engine/env/sandbox seconds can exceed t
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from agentrl.trajectory import Episode
 
 
 @dataclass
@@ -91,3 +94,13 @@ class SentTokens:
         """Remember the request the engine just served: its prompt and every output token but the last, which was
         sampled but never fed through the model (the next turn computes it)."""
         self.tokens, self.version = [*prompt, *output[:-1]], version
+
+
+def success_rate(episodes: Iterable[Episode]) -> float:
+    """The share of scored episodes (no canary, no infrastructure failure) that succeeded; 0 without any.
+
+    The orchestrator passes every group a step completed, the ones dynamic sampling filtered out too: it keeps the
+    groups that mix successes and failures, so the trained batch's own rate (``episode/success_rate``) leans to 0.5.
+    """
+    scored = [e for e in episodes if not e.canary and e.infra_failure is None]
+    return sum(e.success for e in scored) / len(scored) if scored else 0.0

@@ -31,7 +31,7 @@ from agentrl.rollout.drop_alarm import DropAlarm, drop_rate
 from agentrl.rollout.env_threads import DaemonThreadPool
 from agentrl.rollout.fingerprint import rollout_fingerprints
 from agentrl.rollout.groups import GroupRun
-from agentrl.rollout.metrics import RolloutMetrics
+from agentrl.rollout.metrics import RolloutMetrics, success_rate
 from agentrl.rollout.replay import restore_episode_env
 from agentrl.rollout.runner import FINISHED, EpisodeRunner, RunContext, make_episode
 from agentrl.rollout.staleness import decide, staleness
@@ -163,10 +163,7 @@ class RolloutOrchestrator:
         out["rollout/drop_rate"] = drop_rate(len(dropped), len(batch))
         if self._group_filter is not None:
             out["rollout/signal_groups"] = float(sum(self._group_filter(g.episodes) for g in batch))
-        completed = [e for g in batch + self._filtered for e in g.episodes if not e.canary and e.infra_failure is None]
-        # every group completed this step, the filtered ones too: dynamic sampling keeps groups that mix successes and
-        # failures, so the trained batch's own success rate (episode/success_rate) leans towards 0.5
-        out["rollout/success_rate"] = sum(e.success for e in completed) / len(completed) if completed else 0.0
+        out["rollout/success_rate"] = success_rate([e for g in batch + self._filtered for e in g.episodes])
         exhausted = self.dataset.exhausted() and not self._groups
         return StepBatch(step, [g.episodes for g in batch], out, [g.episodes for g in dropped], exhausted)
 
