@@ -10,9 +10,10 @@ the CPU's flags (``isa.kernel_flags``), the model's dtype and the engine's setti
 - ``PortableKernels`` (fp32, any x86-64 with AVX2/FMA, or aarch64): torch ops, and a C++ loop for decode-only steps
   that makes the reference loop's calls in the reference loop's order (``portable.py``).
 
-Each set holds at most three things: ``pack`` (how a projection's weight copy is made), ``fused`` (the fused ops the
-bf16 Python loop calls instead of torch's) and ``decode_loop`` (a ``DecodeLoop``: a decode-only step in one native
-call). The lean forward runs the reference loop wherever a set leaves a part out.
+Each set holds at most four things: ``pack`` (how a projection's weight copy is made), ``fused`` (the fused ops the
+bf16 Python loop calls instead of torch's), ``decode_loop`` (a ``DecodeLoop``: a decode-only step in one native
+call) and ``own_matmul_rows`` (up to how many rows float32 projections run on agentrl's matmul). The lean forward
+runs the reference loop wherever a set leaves a part out.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ X86_FLAGS = ("avx2", "fma")
 _SOURCES = ("portable_layers.cpp", "linear_fp32.cpp")
 _HEADERS = ("linear_fp32.h",)
 # steps of at most this many rows multiply through agentrl's matmul on x86-64 (faster than MKL's sgemm from 1 to 128
-# rows of SmolLM2's projections on the machines measured; prefill's hundreds of rows stay with MKL's blocked sgemm)
+# rows of SmolLM2's projections on the machine measured; prefill's hundreds of rows stay with MKL's blocked sgemm)
 OWN_MATMUL_ROWS = 128
 # per family: the compile flags (NEON is part of the aarch64 base instruction set)
 _ARCH_FLAGS = {"x86_64": ("-mavx2", "-mfma"), "aarch64": ("-march=armv8-a",)}

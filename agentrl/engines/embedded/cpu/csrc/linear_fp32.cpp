@@ -42,7 +42,6 @@ inline float vsum(Vec v) {  // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
-constexpr int LANES = 8;
 #else  // scalar stand-in with the same lane structure, so other CPUs compute the same sums in the same order
 struct Vec {
   float v[8];
@@ -61,8 +60,8 @@ inline float vsum(Vec v) {
   const float s0 = v.v[0] + v.v[4], s1 = v.v[1] + v.v[5], s2 = v.v[2] + v.v[6], s3 = v.v[3] + v.v[7];
   return (s0 + s2) + (s1 + s3);
 }
-constexpr int LANES = 8;
 #endif
+constexpr int LANES = 8;  // floats a Vec holds, in both forms
 
 // out[m][c] = x[m] . w[c] (+ bias[c]) (+ residual[m][c]) for C weight rows and R x rows
 // `next`: the next tile's first weight row, whose lines are requested during this pass (or nullptr)

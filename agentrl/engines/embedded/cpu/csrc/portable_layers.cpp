@@ -4,8 +4,9 @@
 // the same tensors, so the logits are the Python loop's, bit for bit: only the Python between the ~20 calls a layer
 // is gone. No intrinsics here: the arithmetic is torch's own kernels (MKL/oneDNN matmuls, SDPA), which pick their
 // instruction set at run time; this file is compiled per instruction-set family (AVX2/FMA on x86-64, NEON on aarch64)
-// and cached under a name that includes those flags (build.py). Decode-only steps; the caller checks that. Steps of
-// at most `own_rows` rows multiply through agentrl's float32 matmul (linear_fp32.cpp) as the Python loop then does.
+// and cached under a name that includes those flags (build.py). Decode-only steps; the caller checks that. The
+// step's matmul form (the Python loop's LeanForward.matmul_form) picks torch's product or agentrl's float32 one
+// (linear_fp32.cpp).
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
