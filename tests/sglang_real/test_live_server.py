@@ -202,7 +202,10 @@ def test_logprobs_are_tempered_full_vocabulary(server: LiveServer, llama_dir: Pa
 
 def _orchestrator(engine: Any, tokenizer: Any, buffer: RolloutBuffer) -> RolloutOrchestrator:
     cfg = RolloutConfig(group_size=2, prompts_per_step=2, max_new_tokens=64, max_episode_tokens=700, over_sample=2.0)
-    long = {"long_tasks": ("task-1", "task-2"), "long_reply_tokens": 48, "reply_tokens": 4}
+    # The long tasks' first turn is as short as the others': when the short groups complete, every long episode has
+    # stepped once and is mid-way through a long reply, however loaded the machine (a cut while every long turn sat
+    # in the server's queue kept no tokens, under a test suite beside a training run)
+    long = {"long_tasks": ("task-1", "task-2"), "long_reply_tokens": 48, "reply_tokens": 4, "long_from_turn": 1}
     env = lambda: Scratchpad(num_tasks=4, **long)  # noqa: E731
     dataset = TaskDataset.from_env(env(), epochs=1)
     return RolloutOrchestrator(engine, env, tokenizer, cfg, dataset=dataset, buffer=buffer)
